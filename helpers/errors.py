@@ -1,0 +1,194 @@
+"""The course's error kinds: how to recognise each PyTorch wording and what to say about it."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class ErrorKind:
+    """One kind of error the course reproduces on purpose.
+
+    Attributes:
+        name: short id used in notebooks, e.g. ``"backward-twice"``.
+        title: a human title for cards.
+        exception_type: the class PyTorch raises.
+        pattern: a regex that matches every wording PyTorch 2.4 to 2.14 uses.
+        explanation: two short lines for the learner.
+        notebook: the notebook that covers it.
+    """
+
+    name: str
+    title: str
+    exception_type: type
+    pattern: re.Pattern
+    explanation: str
+    notebook: str
+
+    def matches(self, exc: BaseException) -> bool:
+        """True when ``exc`` is an instance of this kind."""
+        return isinstance(exc, self.exception_type) and bool(self.pattern.search(str(exc)))
+
+
+# "[torch.FloatTensor [64, 1]], which is output 0 of AsStridedBackward0, is at version 2; expected version 1 instead."
+# Since PyTorch 2.13 the node is named without the "Backward0" suffix ("output 0 of AsStrided"),
+# and a leaf tensor's message has no "which is output ..." part at all.
+_VERSION_PATTERN = re.compile(
+    r"one of the variables needed for gradient computation has been modified by an inplace operation: "
+    r"\[(?P<tensor_type>[^\s\]]+) \[(?P<shape>[\d, ]*)\]\]"
+    r"(?:, which is output (?P<output_nr>\d+) of (?P<grad_fn>[\w:.<>]+),)?"
+    r" is at version (?P<version_now>\d+); expected version (?P<version_expected>\d+) instead"
+)
+
+KINDS: dict[str, ErrorKind] = {
+    kind.name: kind
+    for kind in (
+        ErrorKind(
+            name="backward-twice",
+            title="Error 1: backward through the graph a second time",
+            exception_type=RuntimeError,
+            # Every wording since PyTorch 0.x starts like this: "..., but the buffers have already been freed",
+            # "..., but the saved intermediate results have already been freed", and today's
+            # "... (or directly access saved tensors after they have already been freed)".
+            pattern=re.compile(r"Trying to backward through the graph a second time"),
+            explanation=(
+                "A backward pass frees the tensors the graph saved, unless you pass retain_graph=True.\n"
+                "A second backward through the same part of the graph then finds them gone."
+            ),
+            notebook="02_backward_twice",
+        ),
+        ErrorKind(
+            name="inplace-version",
+            title="Error 2: a saved tensor was modified by an in-place operation",
+            exception_type=RuntimeError,
+            pattern=_VERSION_PATTERN,
+            explanation=(
+                "Autograd saved this tensor at one version; an in-place change (often optimizer.step()) bumped it.\n"
+                "Run every backward that needs the old values before you change them."
+            ),
+            notebook="03_inplace_version",
+        ),
+        ErrorKind(
+            name="leaf-inplace",
+            title="An in-place operation on a leaf that requires grad",
+            exception_type=RuntimeError,
+            pattern=re.compile(r"a (?:view of a )?leaf Variable that requires grad (?:is being|has been) used in an in-place operation"),
+            explanation=(
+                "Parameters are leaves: autograd forbids changing them in place while it records.\n"
+                "Change them under torch.no_grad(), as optimizers do."
+            ),
+            notebook="03_inplace_version",
+        ),
+        ErrorKind(
+            name="no-grad-fn",
+            title="Backward from a tensor that is not part of any graph",
+            exception_type=RuntimeError,
+            pattern=re.compile(r"element \d+ of tensors does not require grad and does not have a grad_fn"),
+            explanation=(
+                "The tensor you called backward on was computed without recording (no_grad, detach).\n"
+                "Nothing connects it to the parameters, so there is nothing to differentiate."
+            ),
+            notebook="01_graph_and_saved_tensors",
+        ),
+        ErrorKind(
+            name="unused-input",
+            title="autograd.grad asked for a tensor the output does not depend on",
+            exception_type=RuntimeError,
+            # "One of the differentiated Tensors appears ..." until 2.12; "The differentiated Tensor at index 1 appears ..." since.
+            pattern=re.compile(
+                r"(?:One of the differentiated Tensors|The differentiated Tensor at index \d+) appears to not have been used in the graph"
+            ),
+            explanation=(
+                "The output you differentiated does not depend on one of the inputs you listed.\n"
+                "Check which model each loss really reaches, or pass allow_unused=True."
+            ),
+            notebook="04_whose_gradient",
+        ),
+    )
+}
+
+
+def get_kind(name: str) -> ErrorKind:
+    """Return the error kind called ``name``; the KeyError lists the known names."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        known = ", ".join(sorted(KINDS))
+        raise KeyError(f"unknown error kind {name!r}; known kinds: {known}") from None
+
+
+def classify(exc: BaseException) -> Optional[ErrorKind]:
+    """Return the course error kind that ``exc`` is, or None."""
+    for kind in KINDS.values():
+        if kind.matches(exc):
+            return kind
+    return None
+
+
+@dataclass(frozen=True)
+class VersionErrorDetails:
+    """The parts of an in-place version error message.
+
+    Attributes:
+        tensor_type: e.g. ``torch.FloatTensor`` or ``torch.cuda.FloatTensor``.
+        shape: the saved tensor's shape, e.g. ``(64, 1)``.
+        output_nr: which output of ``grad_fn`` the tensor is; None for a leaf.
+        grad_fn: the node name as printed (``AsStridedBackward0`` or ``AsStrided``); None for a leaf.
+        version_now: the tensor's version when backward needed it (N).
+        version_expected: its version when the forward pass saved it (M).
+    """
+
+    tensor_type: str
+    shape: tuple
+    output_nr: Optional[int]
+    grad_fn: Optional[str]
+    version_now: int
+    version_expected: int
+
+    @property
+    def op(self) -> Optional[str]:
+        """The op's name without PyTorch's ``Backward0`` suffix, the same on every version."""
+        if self.grad_fn is None:
+            return None
+        return re.sub(r"Backward\d*$", "", self.grad_fn)
+
+    @property
+    def is_leaf(self) -> bool:
+        """True when the message names no grad_fn: the tensor is a leaf such as a parameter."""
+        return self.grad_fn is None
+
+    @property
+    def bumps(self) -> int:
+        """How many in-place changes happened between saving and using the tensor."""
+        return self.version_now - self.version_expected
+
+
+def parse_version_error(message: str) -> Optional[VersionErrorDetails]:
+    """Pull the tensor type, shape, op and both versions out of an in-place version error message."""
+    match = _VERSION_PATTERN.search(message)
+    if match is None:
+        return None
+    shape_text = match["shape"].strip()
+    shape = tuple(int(part) for part in shape_text.split(",") if part.strip()) if shape_text else ()
+    output_nr = match["output_nr"]
+    return VersionErrorDetails(
+        tensor_type=match["tensor_type"],
+        shape=shape,
+        output_nr=int(output_nr) if output_nr is not None else None,
+        grad_fn=match["grad_fn"],
+        version_now=int(match["version_now"]),
+        version_expected=int(match["version_expected"]),
+    )
+
+
+def short_description(exc: BaseException) -> str:
+    """One line naming the course error kind (when it is one) and the message's first sentence."""
+    kind = classify(exc)
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if len(first_line) > 240:
+        first_line = first_line[:237] + "..."
+    label = f"{type(exc).__name__}: {first_line}" if first_line else type(exc).__name__
+    if kind is None:
+        return label
+    return f"{kind.title} ({label})"

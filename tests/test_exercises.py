@@ -1,0 +1,160 @@
+"""Exercise checkers: reject stubs and wrong answers with a specific diagnosis, accept every correct answer."""
+import pytest
+import torch
+
+from helpers import exercises
+from helpers.exercises.hints import hint_levels, hint_widget, solution_source
+from helpers.exercises.registry import EXERCISES
+from helpers.exercises.result import Status
+from tests.notebook_cells import exercise_cells, load_answer
+
+SOLUTION_CELLS = exercise_cells("solutions")
+STUDENT_CELLS = exercise_cells("notebooks")
+
+
+def test_every_exercise_has_one_solution_cell_and_one_student_cell():
+    assert sorted(SOLUTION_CELLS) == sorted(exercises.ids())
+    assert sorted(STUDENT_CELLS) == sorted(exercises.ids())
+
+
+@pytest.mark.parametrize("exercise_id", exercises.ids())
+def test_checker_accepts_the_solution_notebooks_answer(exercise_id):
+    answer = load_answer(SOLUTION_CELLS[exercise_id], EXERCISES[exercise_id].answer_name)
+    result = exercises.evaluate(exercise_id, answer)
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize("exercise_id", exercises.ids())
+def test_checker_reports_the_student_stub_as_not_attempted(exercise_id):
+    stub = load_answer(STUDENT_CELLS[exercise_id], EXERCISES[exercise_id].answer_name)
+    result = exercises.evaluate(exercise_id, stub)
+    assert result.status is Status.NOT_ATTEMPTED and not result.passed
+
+
+@pytest.mark.parametrize("placeholder", [None, ...])
+def test_placeholders_are_not_attempted(placeholder):
+    assert exercises.evaluate("head_weight_grad", placeholder).status is Status.NOT_ATTEMPTED
+
+
+def test_solution_hint_is_the_solution_cell():
+    assert solution_source("head_weight_grad") == SOLUTION_CELLS["head_weight_grad"]
+
+
+# head_weight_grad: alternative correct answers
+def backward_and_clone(model, x, target):
+    model.zero_grad()
+    ((model(x) - target) ** 2).mean().backward()
+    return model[-1].weight.grad.clone()
+
+
+def backward_restricted_to_the_weight(model, x, target):
+    weight = model[-1].weight
+    weight.grad = None
+    ((model(x) - target) ** 2).mean().backward(inputs=[weight])
+    return weight.grad
+
+
+@pytest.mark.parametrize("answer", [backward_and_clone, backward_restricted_to_the_weight])
+def test_head_weight_grad_accepts_other_correct_answers(answer):
+    assert exercises.evaluate("head_weight_grad", answer).passed
+
+
+# head_weight_grad: wrong answers, each with its own diagnosis
+def forgets_zero_grad(model, x, target):
+    ((model(x) - target) ** 2).mean().backward()
+    return model[-1].weight.grad.clone()
+
+
+def sums_instead_of_mean(model, x, target):
+    return torch.autograd.grad(((model(x) - target) ** 2).sum(), model[-1].weight)[0]
+
+
+def returns_the_tuple(model, x, target):
+    return torch.autograd.grad(((model(x) - target) ** 2).mean(), model[-1].weight)
+
+
+def takes_the_first_layer(model, x, target):
+    return torch.autograd.grad(((model(x) - target) ** 2).mean(), model[0].weight)[0]
+
+
+def takes_a_step(model, x, target):
+    grad = backward_and_clone(model, x, target)
+    torch.optim.SGD(model.parameters(), lr=0.1).step()
+    return grad
+
+
+def backward_twice(model, x, target):
+    loss = ((model(x) - target) ** 2).mean()
+    loss.backward()
+    loss.backward()
+
+
+def fails_its_own_assert(model, x, target):
+    assert False, "my own check"
+
+
+def forgets_return(model, x, target):
+    torch.autograd.grad(((model(x) - target) ** 2).mean(), model[-1].weight)
+
+
+def returns_the_weight(model, x, target):
+    return model[-1].weight
+
+
+@pytest.mark.parametrize(
+    "answer, diagnosis",
+    [
+        (forgets_zero_grad, "twice the right one"),
+        (sums_instead_of_mean, "32 times too large"),
+        (returns_the_tuple, "returned a tuple"),
+        (takes_the_first_layer, "another parameter"),
+        (takes_a_step, "changed the model's parameters"),
+        (backward_twice, "raised Error 1: backward through the graph a second time"),
+        (fails_its_own_assert, "raised AssertionError: my own check"),
+        (forgets_return, "returned None"),
+        (returns_the_weight, "differs from the reference"),
+        (42, "should be a function"),
+    ],
+)
+def test_head_weight_grad_rejects_wrong_answers_with_a_diagnosis(answer, diagnosis):
+    result = exercises.evaluate("head_weight_grad", answer)
+    assert result.status is Status.FAILED
+    assert diagnosis in result.message
+
+
+def test_strict_mode_raises_on_failure_and_not_on_success(monkeypatch):
+    monkeypatch.setenv("COURSE_STRICT", "1")
+    with pytest.raises(AssertionError, match="twice the right one"):
+        exercises.check("head_weight_grad", forgets_zero_grad)
+    with pytest.raises(AssertionError, match="Not attempted yet"):
+        exercises.check("head_weight_grad", None)
+    assert exercises.check("head_weight_grad", backward_and_clone).passed
+
+
+def test_without_strict_mode_check_returns_the_failure(monkeypatch):
+    monkeypatch.delenv("COURSE_STRICT", raising=False)
+    result = exercises.check("head_weight_grad", forgets_zero_grad)
+    assert not result.passed and "Not yet" in str(result) and "twice" in result._repr_html_()
+
+
+def test_unknown_exercise_lists_the_known_ids():
+    with pytest.raises(KeyError, match="head_weight_grad"):
+        exercises.check("no_such_exercise", None)
+
+
+def test_hints_in_text_come_one_level_at_a_time():
+    first = str(exercises.hint("head_weight_grad"))
+    assert "1. Symptom" in first and "2. Cause" not in first and 'level=2' in first
+    everything = str(exercises.hint("head_weight_grad", level=4))
+    assert "3. API to use" in everything and "torch.autograd.grad(loss, model[-1].weight)" in everything
+
+
+def test_hint_widget_reveals_the_next_level_on_each_click():
+    widget = hint_widget("head_weight_grad", hint_levels("head_weight_grad", EXERCISES["head_weight_grad"].hints))
+    button, shown = widget.children
+    assert shown.value == ""
+    button.click()
+    assert "1. Symptom" in shown.value and "2. Cause" not in shown.value
+    for _ in range(3):
+        button.click()
+    assert "4. Full solution" in shown.value and button.disabled
