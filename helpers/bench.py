@@ -27,14 +27,22 @@ def run_notebook(path: Path, strict: bool) -> Tuple[float, float]:
 
     notebook = nbformat.read(str(path), as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell(_PEAK_CODE))
-    os.environ["COURSE_STRICT"] = "1" if strict else "0"
-    client = NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
-    with client.setup_kernel():
-        started = time.perf_counter()
-        for index, cell in enumerate(notebook.cells[:-1]):
-            client.execute_cell(cell, index)
-        seconds = time.perf_counter() - started
-        client.execute_cell(notebook.cells[-1], len(notebook.cells) - 1)
+    previous = os.environ.get("COURSE_STRICT")
+    os.environ["COURSE_STRICT"] = "1" if strict else "0"  # the kernel inherits it, as under pytest
+    try:
+        client = NotebookClient(notebook, timeout=600, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}})
+        with client.setup_kernel():
+            started = time.perf_counter()
+            for index, cell in enumerate(notebook.cells[:-1]):
+                client.execute_cell(cell, index)
+            seconds = time.perf_counter() - started
+            client.execute_cell(notebook.cells[-1], len(notebook.cells) - 1)
+    finally:
+        if previous is None:
+            os.environ.pop("COURSE_STRICT", None)
+        else:
+            os.environ["COURSE_STRICT"] = previous
     peak_kib = float(notebook.cells[-1].outputs[0]["text"].strip())
     return seconds, peak_kib / 1024
 

@@ -35,6 +35,15 @@ def card_html(title: str, body_html: str, accent: str) -> str:
     )
 
 
+def table_html(rows: list) -> str:
+    """A two-column, left-aligned table of (label, value-html) rows."""
+    cells = "".join(
+        f"<tr><td style='text-align:left;padding-right:12px'>{label}</td><td style='text-align:left'>{value}</td></tr>"
+        for label, value in rows
+    )
+    return f"<table style='margin:4px 0'>{cells}</table>"
+
+
 def pre_html(text: str) -> str:
     """Preformatted, wrapped, escaped text."""
-    return f'<pre style="white-space:pre-wrap;margin:4px 0">{html.escape(text)}</pre>'
+    return f'<pre style="white-space:pre-wrap;word-break:normal;overflow-wrap:break-word;margin:4px 0">{html.escape(text)}</pre>'

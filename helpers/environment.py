@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Tuple
 
-from helpers.display import card_html
+from helpers.display import card_html, table_html
 
 MIN_TORCH = (2, 4)
 
@@ -72,10 +72,10 @@ class EnvironmentReport:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<tr><td>{'&#10004;' if item.ok else '&#10008;'}</td><td style='padding:0 12px'>{html.escape(item.name)}</td>"
-            f"<td>{html.escape(item.detail)}{'<br><i>' + html.escape(item.fix) + '</i>' if item.fix else ''}</td></tr>"
+        rows = [
+            (f"{'&#10004;' if item.ok else '&#10008;'} {html.escape(item.name)}",
+             html.escape(item.detail) + (f"<br><i>{html.escape(item.fix)}</i>" if item.fix else ""))
             for item in self.items
-        )
+        ]
         title = "Your environment is ready" if self.ready else "Your environment needs attention"
-        return card_html(title, f"<table>{rows}</table>", accent="#27ae60" if self.ready else "#c0392b")
+        return card_html(title, table_html(rows), accent="#27ae60" if self.ready else "#c0392b")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Optional, Union
 
-from helpers.display import card_html, pre_html, show
+from helpers.display import card_html, pre_html, show, table_html
 from helpers.errors import ErrorKind, VersionErrorDetails, classify, get_kind, parse_version_error
 
 _HELPERS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -59,7 +59,8 @@ def find_raising_line(exc: BaseException) -> Optional[RaisingLine]:
     chosen = learner_frames[-1] if learner_frames else (frames[-1] if frames else None)
     if chosen is None:
         return None
-    return RaisingLine(chosen.filename, chosen.lineno or 0, (chosen.line or "").strip())
+    code = re.sub(r"\s{2,}", "  ", (chosen.line or "").strip())
+    return RaisingLine(chosen.filename, chosen.lineno or 0, code)
 
 
 @dataclass(frozen=True)
@@ -112,11 +113,7 @@ class ErrorReport:
             )
         rows = self._detail_rows()
         if rows:
-            cells = "".join(
-                f"<tr><td style='padding-right:12px'>{html.escape(k)}</td><td><code>{html.escape(v)}</code></td></tr>"
-                for k, v in rows
-            )
-            parts.append(f"<table style='margin:4px 0'>{cells}</table>")
+            parts.append(table_html([(html.escape(k), f"<code>{html.escape(v)}</code>") for k, v in rows]))
         if self.kind:
             explanation = "<br>".join(html.escape(line) for line in self.kind.explanation.splitlines())
             parts.append(f"<div style='margin-top:4px'>{explanation}<br>"

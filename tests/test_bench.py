@@ -1,0 +1,13 @@
+"""The documented benchmark command measures a notebook's time and peak memory."""
+from pathlib import Path
+
+from helpers.bench import run_notebook
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_bench_measures_time_and_kernel_peak_memory(monkeypatch):
+    monkeypatch.delenv("COURSE_STRICT", raising=False)
+    seconds, peak_mib = run_notebook(ROOT / "solutions" / "00_start_here.ipynb", strict=True)
+    assert 0 < seconds < 120
+    assert 100 < peak_mib < 4096  # a kernel with torch loaded weighs a few hundred MiB
