@@ -10,13 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from helpers.exercises.api import STRICT_VARIABLE
+
+ROOT = Path(__file__).resolve().parent
 collect_ignore_glob = ["tests/fixtures/*", "build/*", "*.ipynb_checkpoints*"]
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    path = Path(str(item.fspath))
+    path = Path(str(item.fspath)).resolve()
     if path.suffix == ".ipynb":
-        os.environ["COURSE_STRICT"] = "1" if path.parent.name == "solutions" else "0"
+        in_solutions = path.is_relative_to(ROOT / "solutions")
+        os.environ[STRICT_VARIABLE] = "1" if in_solutions else "0"
     else:
-        os.environ.pop("COURSE_STRICT", None)
+        os.environ.pop(STRICT_VARIABLE, None)

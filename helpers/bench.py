@@ -16,6 +16,8 @@ from typing import Optional, Sequence, Tuple
 
 import nbformat
 
+from helpers.exercises.api import STRICT_VARIABLE
+
 TIME_TARGET_S = 20.0
 MEMORY_TARGET_MIB = 1024.0
 _PEAK_CODE = "import resource, sys\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 if sys.platform != 'darwin' else 1024))"
@@ -27,8 +29,8 @@ def run_notebook(path: Path, strict: bool) -> Tuple[float, float]:
 
     notebook = nbformat.read(str(path), as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell(_PEAK_CODE))
-    previous = os.environ.get("COURSE_STRICT")
-    os.environ["COURSE_STRICT"] = "1" if strict else "0"  # the kernel inherits it, as under pytest
+    previous = os.environ.get(STRICT_VARIABLE)
+    os.environ[STRICT_VARIABLE] = "1" if strict else "0"  # the kernel inherits it, as under pytest
     try:
         client = NotebookClient(notebook, timeout=600, kernel_name="python3",
                                 resources={"metadata": {"path": str(path.parent)}})
@@ -40,21 +42,24 @@ def run_notebook(path: Path, strict: bool) -> Tuple[float, float]:
             client.execute_cell(notebook.cells[-1], len(notebook.cells) - 1)
     finally:
         if previous is None:
-            os.environ.pop("COURSE_STRICT", None)
+            os.environ.pop(STRICT_VARIABLE, None)
         else:
-            os.environ["COURSE_STRICT"] = previous
+            os.environ[STRICT_VARIABLE] = previous
     peak_kib = float(notebook.cells[-1].outputs[0]["text"].strip())
     return seconds, peak_kib / 1024
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line: print one row per notebook."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", type=Path, help="notebooks (default: solutions/*.ipynb)")
     args = parser.parse_args(argv)
-    paths = args.paths or sorted(Path("solutions").glob("*.ipynb"))
+    from helpers.generate import default_root
+
+    paths = args.paths or sorted((default_root() / "solutions").glob("*.ipynb"))
     print(f"{'notebook':40} {'seconds':>8} {'peak MiB':>9}  (targets: {TIME_TARGET_S:.0f} s, {MEMORY_TARGET_MIB:.0f} MiB)")
     for path in paths:
-        seconds, peak = run_notebook(path, strict=path.parent.name == "solutions")
+        seconds, peak = run_notebook(path, strict=path.resolve().parent.name == "solutions")
         flag = "  OVER TARGET" if seconds > TIME_TARGET_S or peak > MEMORY_TARGET_MIB else ""
         print(f"{str(path):40} {seconds:8.1f} {peak:9.0f}{flag}")
     return 0

@@ -28,9 +28,30 @@ def version_tuple(version: str) -> Tuple[int, ...]:
 
 
 def torch_item(version: str) -> Item:
+    """Whether this torch is new enough for the course."""
     ok = version_tuple(version)[:2] >= MIN_TORCH
     fix = "" if ok else f"The course needs torch >= {MIN_TORCH[0]}.{MIN_TORCH[1]}: pip install -U torch"
     return Item("torch", ok, version, fix)
+
+
+def _installed_version(package: str) -> str:
+    """The installed version of ``package``, or "" when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def widgets_item(ipywidgets_version: str, jupyterlab_version: str) -> Item:
+    """ipywidgets 7 and 8 both work, except 7 inside JupyterLab 4, whose front end only speaks 8."""
+    if not ipywidgets_version:
+        return Item("ipywidgets", False, "missing: hints fall back to text", "pip install ipywidgets")
+    old_pair = version_tuple(ipywidgets_version)[:1] < (8,) and version_tuple(jupyterlab_version or "0")[:1] >= (4,)
+    detail = ipywidgets_version + (f" (JupyterLab {jupyterlab_version})" if jupyterlab_version else "")
+    fix = "JupyterLab 4 shows ipywidgets 8 only: pip install -U ipywidgets" if old_pair else ""
+    return Item("ipywidgets", not old_pair, detail, fix)
 
 
 def check_environment() -> "EnvironmentReport":
@@ -48,17 +69,14 @@ def check_environment() -> "EnvironmentReport":
     has_torchviz = import_torchviz() is not None
     items.append(Item("torchviz", has_torchviz, "importable" if has_torchviz else "missing",
                       "" if has_torchviz else "pip install torchviz"))
-    try:
-        import ipywidgets
-
-        items.append(Item("ipywidgets", True, ipywidgets.__version__))
-    except ImportError:
-        items.append(Item("ipywidgets", False, "missing: hints fall back to text", "pip install ipywidgets"))
+    items.append(widgets_item(_installed_version("ipywidgets"), _installed_version("jupyterlab")))
     return EnvironmentReport(items)
 
 
 @dataclass(frozen=True)
 class EnvironmentReport:
+    """The environment check's findings, as a card in Jupyter or text elsewhere."""
+
     items: List[Item]
 
     @property

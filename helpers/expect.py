@@ -6,9 +6,7 @@ fails with an AssertionError when no error, or a different one, happens.
 from __future__ import annotations
 
 import html
-import os
 import re
-import sys
 import traceback
 from dataclasses import dataclass
 from types import TracebackType
@@ -16,25 +14,22 @@ from typing import Optional, Union
 
 from helpers.display import card_html, pre_html, show, table_html
 from helpers.errors import ErrorKind, VersionErrorDetails, classify, get_kind, parse_version_error
+from helpers.frames import is_library_frame
 
-_HELPERS_DIR = os.path.dirname(os.path.abspath(__file__))
-_LIBRARY_MARKERS = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python")
+def _cell_label(filename: str) -> str:
+    """``In [5]`` for a notebook cell IPython knows, "this cell" for one it does not, else the file name."""
+    try:
+        from IPython import get_ipython
 
-
-def _is_library_frame(filename: str) -> bool:
-    """True for frames inside torch, other installed packages, the standard library or helpers."""
-    path = os.path.abspath(filename) if not filename.startswith("<") else filename
-    if path.startswith(_HELPERS_DIR):
-        return True
-    torch_module = sys.modules.get("torch")
-    torch_file = getattr(torch_module, "__file__", None)
-    if torch_file and path.startswith(os.path.dirname(torch_file)):
-        return True
-    return any(marker in path for marker in _LIBRARY_MARKERS)
-
-
-def _looks_like_cell(filename: str) -> bool:
-    return "ipykernel_" in filename or filename.startswith("<ipython-input") or filename.startswith("<expect_error")
+        shell = get_ipython()
+        count = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename)
+    except ImportError:
+        count = None
+    if count is not None:
+        return f"cell In [{count}]"
+    if "ipykernel_" in filename or filename.startswith(("<ipython-input", "<expect_error")):
+        return "this cell"
+    return filename
 
 
 @dataclass(frozen=True)
@@ -46,16 +41,14 @@ class RaisingLine:
     code: str
 
     def __str__(self) -> str:
-        where = f"line {self.lineno} of this cell" if _looks_like_cell(self.filename) else (
-            f"{self.filename}, line {self.lineno}"
-        )
+        where = f"line {self.lineno} of {_cell_label(self.filename)}"
         return f"{where}: {self.code}" if self.code else where
 
 
 def find_raising_line(exc: BaseException) -> Optional[RaisingLine]:
     """The innermost traceback frame that belongs to the learner's code, not to torch or helpers."""
     frames = traceback.extract_tb(exc.__traceback__)
-    learner_frames = [frame for frame in frames if not _is_library_frame(frame.filename)]
+    learner_frames = [frame for frame in frames if not is_library_frame(frame.filename)]
     chosen = learner_frames[-1] if learner_frames else (frames[-1] if frames else None)
     if chosen is None:
         return None
@@ -94,6 +87,9 @@ class ErrorReport:
             ("version now (N)", str(d.version_now)),
             ("version when saved (M)", str(d.version_expected)),
         ]
+
+    def __repr__(self) -> str:  # the text/plain form front ends show beside the HTML card
+        return str(self)
 
     def __str__(self) -> str:
         lines = [self._title(), "", f"{type(self.error).__name__}: {self.message}"]
@@ -146,12 +142,12 @@ class expect_error:  # noqa: N801 - used like a statement: ``with expect_error("
             self.kind: Optional[ErrorKind] = get_kind(expected)
             self.exception_type: type = self.kind.exception_type
             self.pattern: Optional[re.Pattern] = self.kind.pattern
-        elif isinstance(expected, type) and issubclass(expected, BaseException):
+        elif isinstance(expected, type) and issubclass(expected, Exception):
             self.kind = None
             self.exception_type = expected
             self.pattern = re.compile(match) if match is not None else None
         else:
-            raise TypeError(f"expected an error kind name or an exception class, got {expected!r}")
+            raise TypeError(f"expected an error kind name or an Exception subclass, got {expected!r}")
         self.show = show
         self.error: Optional[BaseException] = None
         self.report: Optional[ErrorReport] = None
@@ -164,9 +160,12 @@ class expect_error:  # noqa: N801 - used like a statement: ``with expect_error("
         return f"{text} matching {self.pattern.pattern!r}" if self.pattern else text
 
     def _matches(self, exc: BaseException) -> bool:
-        if not isinstance(exc, self.exception_type):
-            return False
-        return self.pattern is None or bool(self.pattern.search(str(exc)))
+        """True when ``exc``, or an error it was raised from, is the expected one."""
+        while exc is not None:
+            if isinstance(exc, self.exception_type) and (self.pattern is None or self.pattern.search(str(exc))):
+                return True
+            exc = exc.__cause__
+        return False
 
     def __enter__(self) -> "expect_error":
         return self

@@ -160,6 +160,7 @@ def default_root() -> Path:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line; returns the exit code (0 ok, 1 stale or refused, 2 bad markers)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="fail when generated files are stale")
     parser.add_argument("--force", action="store_true", help="overwrite edited student copies (keeps a .bak)")

@@ -113,6 +113,7 @@ def graph_as_text(outputs: Outputs, params: Optional[Mapping[str, torch.Tensor]]
     roots = [t.grad_fn for t in _as_tuple(outputs) if t.grad_fn is not None]
     for root in roots:
         number(root)
+    output_labels = {id(root): f"  (output {i})" for i, root in enumerate(roots, 1)}
     lines = []
     index = 0
     while index < len(order):
@@ -125,7 +126,7 @@ def graph_as_text(outputs: Outputs, params: Optional[Mapping[str, torch.Tensor]]
             label += f"  {name} {list(variable.shape)}"
         children = [number(child) for child, _ in fn.next_functions if child is not None]
         arrow = "  -> " + ", ".join(f"[{c}]" for c in children) if children else ""
-        lines.append(f"[{numbers[id(fn)]}] {label}{arrow}")
+        lines.append(f"[{numbers[id(fn)]}] {label}{output_labels.get(id(fn), '')}{arrow}")
     if not lines:
         return "(no graph: these tensors have no grad_fn)"
     return "\n".join(lines)

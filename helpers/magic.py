@@ -22,7 +22,7 @@ def expect_error_cell_magic(line: str, cell: str) -> None:
     """``%%expect_error inplace-version``: run the cell, which must raise that error kind."""
     from IPython import get_ipython
 
-    kind = line.strip()
+    kind = line.split("#", 1)[0].strip()
     if not kind:
         raise ValueError("usage: %%expect_error KIND, e.g. %%expect_error backward-twice")
     with expect_error(kind):

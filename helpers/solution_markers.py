@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 STUB_COMMENT = "# YOUR CODE HERE"
+STUB_MESSAGE = "your code here"  # what a stub's NotImplementedError says; the checkers read it as "not attempted"
 _REGION = re.compile(r"^(?P<indent>\s*)#\s*(?P<which>BEGIN|END)\s+SOLUTION\b(?P<rest>.*)$")
 _SUFFIX = re.compile(r"^(?P<code>.*?)\s*#\s*SOLUTION\s*$")
 _ASSIGNMENT = re.compile(r"^(?P<indent>\s*)(?P<target>[A-Za-z_][\w.\[\]'\", ]*?)\s*=(?!=)\s*\S")
-_EXERCISE = re.compile(r"^#\s*EXERCISE:\s*(?P<id>[A-Za-z0-9_]+)\s*$")
+_EXERCISE = re.compile(r"^#\s*EXERCISE:\s*(?P<id>\S*)\s*$")
+_VALID_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LOOSE_REGION = re.compile(r"#\s*(BEGIN|END)\s*SOLUTION", re.IGNORECASE)
 
 
@@ -42,16 +44,30 @@ class SplitCell:
 
 def _stub(indent: str) -> List[str]:
     if indent:
-        return [f"{indent}{STUB_COMMENT}", f'{indent}raise NotImplementedError("your code here")']
+        return [f"{indent}{STUB_COMMENT}", f'{indent}raise NotImplementedError("{STUB_MESSAGE}")']
     return [f"{STUB_COMMENT}", "..."]
 
 
 def _suffix_stub(code: str) -> str:
     assignment = _ASSIGNMENT.match(code)
     if assignment:
-        return f"{assignment['indent']}{assignment['target'].rstrip()} = ...  {STUB_COMMENT}"
+        target = assignment["target"].rstrip()
+        value = ", ".join(["..."] * (target.count(",") + 1)) if "[" not in target else "..."
+        return f"{assignment['indent']}{target} = {value}  {STUB_COMMENT}"
     indent = code[: len(code) - len(code.lstrip())]
+    if indent:  # inside a function: a bare `...` would make it return None and look like a wrong answer
+        return f'{indent}raise NotImplementedError("{STUB_MESSAGE}")  {STUB_COMMENT}'
     return f"{indent}...  {STUB_COMMENT}"
+
+
+def _check_compiles(source: str, where: str, which: str) -> None:
+    """Raise MarkerError when ``source`` (IPython magics allowed) is not valid Python."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        compile(TransformerManager().transform_cell(source), where, "exec")
+    except SyntaxError as error:
+        raise MarkerError(where, error.lineno or 1, f"the {which} of this cell does not compile: {error.msg}") from None
 
 
 def split_cell(source: str, where: str) -> SplitCell:
@@ -69,9 +85,13 @@ def split_cell(source: str, where: str) -> SplitCell:
     region_start: Optional[Tuple[int, str]] = None
     found_marker = False
     exercise_id = None
-    for number, line in enumerate(source.splitlines(), 1):
+    for number, line in enumerate(source.split("\n"), 1):
         exercise = _EXERCISE.match(line.strip())
         if exercise:
+            if not _VALID_ID.match(exercise["id"]):
+                raise MarkerError(where, number, f"exercise ids use letters, digits and _ only: {exercise['id']!r}")
+            if exercise_id is not None:
+                raise MarkerError(where, number, "a second '# EXERCISE:' line in one cell")
             exercise_id = exercise["id"]
         region = _REGION.match(line)
         if region:
@@ -107,9 +127,12 @@ def split_cell(source: str, where: str) -> SplitCell:
         return SplitCell(source, None, None)
     if exercise_id is None:
         raise MarkerError(where, 1, "a cell with solution markers needs a line '# EXERCISE: exercise_id'")
-    return SplitCell("\n".join(student), "\n".join(solution), exercise_id)
+    student_source, solution_source = "\n".join(student), "\n".join(solution)
+    _check_compiles(student_source, where, "student copy")
+    _check_compiles(solution_source, where, "solution")
+    return SplitCell(student_source, solution_source, exercise_id)
 
 
 def has_marker_text(source: str) -> bool:
     """True when a (markdown) cell mentions a solution marker, which only code cells may carry."""
-    return any(_LOOSE_REGION.search(line) or _SUFFIX.match(line) for line in source.splitlines())
+    return any(_LOOSE_REGION.search(line) or _SUFFIX.match(line) for line in source.split("\n"))

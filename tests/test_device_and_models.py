@@ -2,16 +2,17 @@
 import torch
 
 from helpers.device import autocast_dtype, describe_device, needs_grad_scaler, pick_device
-from helpers.environment import check_environment, torch_item
+from helpers.environment import check_environment, torch_item, widgets_item
 from helpers.models import HIDDEN, make_inputs, make_model, make_two_models, two_losses
 
 
 def test_pick_device_honours_the_argument_and_the_variable(monkeypatch):
     assert pick_device("cpu") == torch.device("cpu")
-    monkeypatch.setenv("COURSE_DEVICE", "cpu")
-    assert pick_device() == torch.device("cpu")
+    monkeypatch.setenv("COURSE_DEVICE", "meta")  # no machine picks meta by itself
+    assert pick_device() == torch.device("meta")
     monkeypatch.delenv("COURSE_DEVICE")
-    expected = "cuda" if torch.cuda.is_available() else pick_device().type
+    mps = getattr(torch.backends, "mps", None)
+    expected = "cuda" if torch.cuda.is_available() else "mps" if mps and mps.is_available() else "cpu"
     assert pick_device().type == expected
 
 
@@ -51,3 +52,10 @@ def test_environment_report_flags_an_old_torch():
     assert torch_item("2.13.0+cpu").ok and torch_item("2.4.0").ok
     report = check_environment()
     assert report.ready and "torch" in str(report) and "<table" in report._repr_html_()
+
+
+def test_widgets_item_flags_ipywidgets_7_under_jupyterlab_4_only():
+    assert widgets_item("7.7.5", "").ok  # e.g. Colab's own front end
+    assert not widgets_item("7.7.5", "4.2.0").ok and "pip install -U ipywidgets" in widgets_item("7.7.5", "4.2.0").fix
+    assert widgets_item("8.1.5", "4.2.0").ok
+    assert not widgets_item("", "4.2.0").ok

@@ -54,7 +54,10 @@ def backward_restricted_to_the_weight(model, x, target):
     return weight.grad
 
 
-@pytest.mark.parametrize("answer", [backward_and_clone, backward_restricted_to_the_weight])
+OTHER_CORRECT = {"head_weight_grad": [backward_and_clone, backward_restricted_to_the_weight]}
+
+
+@pytest.mark.parametrize("answer", OTHER_CORRECT["head_weight_grad"])
 def test_head_weight_grad_accepts_other_correct_answers(answer):
     assert exercises.evaluate("head_weight_grad", answer).passed
 
@@ -101,9 +104,30 @@ def returns_the_weight(model, x, target):
     return model[-1].weight
 
 
-@pytest.mark.parametrize(
-    "answer, diagnosis",
-    [
+def doubles_on_every_call(model, x, target):
+    return 2 * torch.autograd.grad(((model(x) - target) ** 2).mean(), model[-1].weight)[0]
+
+
+def changes_the_inputs(model, x, target):
+    x.mul_(2)
+    return torch.autograd.grad(((model(x) - target) ** 2).mean(), model[-1].weight)[0]
+
+
+def hits_a_torch_not_implemented_error(model, x, target):
+    return torch.empty(1, 64, device="meta").clone().cpu()
+
+
+def calls_exit(model, x, target):
+    raise SystemExit(0)
+
+
+class Unprintable:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+WRONG_ANSWERS = {
+    "head_weight_grad": [
         (forgets_zero_grad, "twice the right one"),
         (sums_instead_of_mean, "32 times too large"),
         (returns_the_tuple, "returned a tuple"),
@@ -113,9 +137,23 @@ def returns_the_weight(model, x, target):
         (fails_its_own_assert, "raised AssertionError: my own check"),
         (forgets_return, "returned None"),
         (returns_the_weight, "differs from the reference"),
+        (doubles_on_every_call, "differs from the reference"),
+        (changes_the_inputs, "changed x or target in place"),
+        (hits_a_torch_not_implemented_error, "raised NotImplementedError"),
+        (calls_exit, "raised SystemExit"),
+        (lambda model, x, target: Unprintable(), "could not be compared"),
         (42, "should be a function"),
-    ],
-)
+    ]
+}
+
+
+def test_every_checker_is_tested_with_three_wrong_and_one_other_correct_answer():
+    for exercise_id in exercises.ids():
+        assert len(WRONG_ANSWERS.get(exercise_id, [])) >= 3, exercise_id
+        assert len(OTHER_CORRECT.get(exercise_id, [])) >= 1, exercise_id
+
+
+@pytest.mark.parametrize("answer, diagnosis", WRONG_ANSWERS["head_weight_grad"])
 def test_head_weight_grad_rejects_wrong_answers_with_a_diagnosis(answer, diagnosis):
     result = exercises.evaluate("head_weight_grad", answer)
     assert result.status is Status.FAILED

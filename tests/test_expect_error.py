@@ -56,6 +56,18 @@ def test_exception_class_with_regex():
             raise ValueError("something else")
 
 
+def test_an_error_raised_from_the_expected_one_counts():
+    def wrapper():
+        try:
+            _backward_twice()
+        except RuntimeError as error:
+            raise ValueError("training step failed") from error
+
+    with expect_error("backward-twice", show=False) as caught:
+        wrapper()
+    assert isinstance(caught.error, ValueError)
+
+
 def test_keyboard_interrupt_passes_through_untouched():
     with pytest.raises(KeyboardInterrupt):
         with expect_error("backward-twice", show=False):
@@ -69,6 +81,8 @@ def test_unknown_kind_and_bad_arguments_are_rejected():
         expect_error("backward-twice", match="x")
     with pytest.raises(TypeError):
         expect_error(42)
+    with pytest.raises(TypeError, match="Exception subclass"):
+        expect_error(SystemExit)
 
 
 def test_raising_line_is_the_learners_not_torchs():
@@ -101,6 +115,7 @@ def test_cell_magic_passes_on_the_error_and_fails_without_it():
         shell.run_cell("%load_ext helpers")
         shell.run_cell("import torch\nw = torch.ones(2, requires_grad=True)\nloss = (w * w).sum()\nloss.backward()")
         assert shell.run_cell("%%expect_error backward-twice\nloss.backward()").success
+        assert shell.run_cell("%%expect_error backward-twice  # again\nloss.backward()").success
         failing = shell.run_cell("%%expect_error backward-twice\nx = 1")
         assert isinstance(failing.error_in_exec, AssertionError)
     finally:

@@ -103,6 +103,12 @@ def test_solution_suffix_keeps_the_assignment_target():
     assert split.student_source == "# EXERCISE: e\nresult['a'] = ...  # YOUR CODE HERE\n...  # YOUR CODE HERE"
 
 
+def test_solution_suffix_inside_a_function_raises_and_tuple_targets_get_one_placeholder_each():
+    split = split_cell("# EXERCISE: e\ndef f(x):\n    return x  # SOLUTION\na, b = 1, 2  # SOLUTION", "nb, cell 1")
+    assert split.student_source == ('# EXERCISE: e\ndef f(x):\n    raise NotImplementedError("your code here")'
+                                    "  # YOUR CODE HERE\na, b = ..., ...  # YOUR CODE HERE")
+
+
 def test_cells_without_markers_are_unchanged():
     source = "x = 1  # not a solution\ny = x == 2"
     assert split_cell(source, "nb, cell 1").student_source == source
@@ -118,6 +124,9 @@ def test_cells_without_markers_are_unchanged():
         ("# EXERCISE: e\n# begin solution\nx = 1", "malformed solution marker", 2),
         ("# EXERCISE: e\n# BEGIN SOLUTION\nx = 1  # SOLUTION\n# END SOLUTION", "inside a BEGIN/END", 3),
         ("x = 1  # SOLUTION", "EXERCISE: exercise_id", 1),
+        ("# EXERCISE: my-ex\nx = 1  # SOLUTION", "letters, digits and _", 1),
+        ("# EXERCISE: a\n# EXERCISE: b\nx = 1  # SOLUTION", "a second '# EXERCISE:' line", 2),
+        ("# EXERCISE: e\nif ready:  # SOLUTION\n    x = 1", "student copy of this cell does not compile", 3),
     ],
 )
 def test_malformed_markers_are_errors_naming_file_cell_and_line(source, problem, line):

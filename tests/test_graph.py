@@ -27,7 +27,7 @@ def test_text_form_names_every_parameter_once(losses_and_params):
     text = graph_as_text(losses, params)
     for name in params:
         assert text.count(f"{name} ") == 1, name
-    assert text.startswith("[1] AddBackward0")
+    assert text.startswith("[1] AddBackward0  (output 1)") and "[2] AddBackward0  (output 2)" in text
 
 
 def test_without_dot_shows_text_and_how_to_install(losses_and_params, monkeypatch, tmp_path):

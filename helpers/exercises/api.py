@@ -33,6 +33,9 @@ def evaluate(exercise_id: str, answer: Any) -> CheckResult:
         return not_attempted(exercise_id)
     except LearnerError as error:
         return failed(exercise_id, error.diagnosis)
+    except Exception as error:  # an answer so unusual that comparing it failed: still feedback, never a crash
+        return failed(exercise_id, f"Your answer could not be compared with the reference ({type(error).__name__}: "
+                                   f"{error}). Check what your code returns.")
 
 
 def check(exercise_id: str, answer: Any) -> CheckResult:
@@ -47,6 +50,6 @@ def check(exercise_id: str, answer: Any) -> CheckResult:
     return result
 
 
-def hint(exercise_id: str, level: Optional[int] = None) -> Any:
+def hint(exercise_id: str, level: Optional[int] = None) -> Any:  # a widget or a HintText
     """Hints for ``exercise_id``: a reveal-one-at-a-time widget in Jupyter, or the text up to ``level``."""
     return make_hint(exercise_id, get_exercise(exercise_id).hints, level)

@@ -30,4 +30,5 @@ def scale_factor(actual: torch.Tensor, expected: torch.Tensor) -> Optional[float
 
 
 def max_difference(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """The largest absolute element-wise difference."""
     return float((actual.detach().float().cpu() - expected.detach().float().cpu()).abs().max())

@@ -9,6 +9,8 @@ from helpers.display import card_html
 
 
 class Status(str, Enum):
+    """How a check ended."""
+
     PASSED = "passed"
     FAILED = "failed"
     NOT_ATTEMPTED = "not attempted yet"
@@ -54,14 +56,17 @@ class CheckResult:
 
 
 def passed(exercise_id: str, message: str) -> CheckResult:
+    """A pass, with what was verified."""
     return CheckResult(exercise_id, Status.PASSED, message)
 
 
 def failed(exercise_id: str, message: str) -> CheckResult:
+    """A failure, with the diagnosis."""
     return CheckResult(exercise_id, Status.FAILED, message)
 
 
 def not_attempted(exercise_id: str) -> CheckResult:
+    """No answer yet: say how to start, and where the hints are."""
     return CheckResult(
         exercise_id,
         Status.NOT_ATTEMPTED,
