@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers.exercises.api import STRICT_VARIABLE
+from helpers.generate import is_solution_notebook
 
 ROOT = Path(__file__).resolve().parent
 collect_ignore_glob = ["tests/fixtures/*", "build/*", "*.ipynb_checkpoints*"]
@@ -18,9 +19,8 @@ collect_ignore_glob = ["tests/fixtures/*", "build/*", "*.ipynb_checkpoints*"]
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    path = Path(str(item.fspath)).resolve()
+    path = Path(str(item.fspath))
     if path.suffix == ".ipynb":
-        in_solutions = path.is_relative_to(ROOT / "solutions")
-        os.environ[STRICT_VARIABLE] = "1" if in_solutions else "0"
+        os.environ[STRICT_VARIABLE] = "1" if is_solution_notebook(path, ROOT) else "0"
     else:
         os.environ.pop(STRICT_VARIABLE, None)

@@ -54,12 +54,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", type=Path, help="notebooks (default: solutions/*.ipynb)")
     args = parser.parse_args(argv)
-    from helpers.generate import default_root
+    from helpers.generate import default_root, is_solution_notebook
 
     paths = args.paths or sorted((default_root() / "solutions").glob("*.ipynb"))
     print(f"{'notebook':40} {'seconds':>8} {'peak MiB':>9}  (targets: {TIME_TARGET_S:.0f} s, {MEMORY_TARGET_MIB:.0f} MiB)")
     for path in paths:
-        seconds, peak = run_notebook(path, strict=path.resolve().parent.name == "solutions")
+        seconds, peak = run_notebook(path, strict=is_solution_notebook(path))
         flag = "  OVER TARGET" if seconds > TIME_TARGET_S or peak > MEMORY_TARGET_MIB else ""
         print(f"{str(path):40} {seconds:8.1f} {peak:9.0f}{flag}")
     return 0

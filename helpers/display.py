@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Sequence, Tuple
 
 
 def in_notebook() -> bool:
@@ -35,7 +35,7 @@ def card_html(title: str, body_html: str, accent: str) -> str:
     )
 
 
-def table_html(rows: list) -> str:
+def table_html(rows: Sequence[Tuple[str, str]]) -> str:
     """A two-column, left-aligned table of (label, value-html) rows."""
     cells = "".join(
         f"<tr><td style='text-align:left;padding-right:12px'>{label}</td><td style='text-align:left'>{value}</td></tr>"

@@ -16,6 +16,7 @@ from helpers.display import card_html, pre_html, show, table_html
 from helpers.errors import ErrorKind, VersionErrorDetails, classify, get_kind, parse_version_error
 from helpers.frames import is_library_frame
 
+
 def _cell_label(filename: str) -> str:
     """``In [5]`` for a notebook cell IPython knows, "this cell" for one it does not, else the file name."""
     try:

@@ -153,6 +153,11 @@ def write(root: Path, force: bool) -> List[str]:
     return []
 
 
+def is_solution_notebook(path: Path, root: Optional[Path] = None) -> bool:
+    """True for a notebook under solutions/: its checks run strict (COURSE_STRICT=1) in tests and benchmarks."""
+    return Path(path).resolve().is_relative_to((root or default_root()).resolve() / "solutions")
+
+
 def default_root() -> Path:
     """The repository root: the folder above the helpers package when it holds solutions/, else the cwd."""
     candidate = PACKAGE_DIR.parent

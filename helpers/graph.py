@@ -7,6 +7,7 @@ the same graph as text, with how to install graphviz.
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import importlib
 import re
@@ -80,8 +81,12 @@ def import_torchviz() -> Optional[types.ModuleType]:
 def dot_available() -> bool:
     """True when graphviz's ``dot`` program is on PATH and runs."""
     dot = shutil.which("dot")
-    if dot is None:
-        return False
+    return dot is not None and _dot_runs(dot)
+
+
+@functools.lru_cache(maxsize=None)
+def _dot_runs(dot: str) -> bool:
+    """Whether this ``dot`` executable starts; asked once per executable."""
     try:
         subprocess.run([dot, "-V"], capture_output=True, timeout=10, check=True)
     except (OSError, subprocess.SubprocessError):

@@ -1,13 +1,14 @@
 """Running a learner's code so that nothing it does can crash the checker."""
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import traceback
+from typing import Any, Callable
 
 from helpers.errors import short_description
 from helpers.frames import is_library_frame
 from helpers.solution_markers import STUB_MESSAGE
+
+STUB_MESSAGES = ("", STUB_MESSAGE)  # a bare `raise NotImplementedError`, or the generated stub's
 
 
 class NotAttempted(Exception):
@@ -45,9 +46,6 @@ def run_learner(what: str, function: Callable[..., Any], *args: Any, **kwargs: A
         raise LearnerError(f"{what} raised {short_description(error)}") from error
     except (Exception, SystemExit) as error:  # AssertionError and exit() included: they are the learner's code too
         raise LearnerError(f"{what} raised {short_description(error)}") from error
-
-
-STUB_MESSAGES = ("", STUB_MESSAGE)
 
 
 def _raised_by_learner(error: BaseException) -> bool:

@@ -43,7 +43,7 @@ def _diagnose(result: Any, expected: torch.Tensor, call: str) -> str:
                 "Did you take the gradient of another parameter?")
     factor = scale_factor(result, expected)
     if factor is not None and abs(factor - 2) < 1e-3 and call == "second":
-        return (f"On the {call} call your gradient is twice the right one: the first call's gradient was still "
+        return ("On the second call your gradient is twice the right one: the first call's gradient was still "
                 "in .grad. Clear it first (model.zero_grad()) or use torch.autograd.grad, which leaves .grad alone.")
     if factor is not None and abs(factor - BATCH) < 1e-3:
         return f"Your gradient is {BATCH} times too large: the loss must be the mean over the batch, not the sum."
