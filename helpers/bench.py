@@ -61,7 +61,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for path in paths:
         seconds, peak = run_notebook(path, strict=is_solution_notebook(path))
         flag = "  OVER TARGET" if seconds > TIME_TARGET_S or peak > MEMORY_TARGET_MIB else ""
-        print(f"{str(path):40} {seconds:8.1f} {peak:9.0f}{flag}")
+        print(f"{path.name:40} {seconds:8.1f} {peak:9.0f}{flag}")
     return 0
 
 

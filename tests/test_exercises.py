@@ -54,12 +54,147 @@ def backward_restricted_to_the_weight(model, x, target):
     return weight.grad
 
 
-OTHER_CORRECT = {"head_weight_grad": [backward_and_clone, backward_restricted_to_the_weight]}
+# parameters_reached
+def reached_via_autograd_grad(loss, named_params):
+    grads = torch.autograd.grad(loss, list(named_params.values()), allow_unused=True)
+    return [name for name, grad in zip(named_params, grads) if grad is not None]
 
 
-@pytest.mark.parametrize("answer", OTHER_CORRECT["head_weight_grad"])
-def test_head_weight_grad_accepts_other_correct_answers(answer):
-    assert exercises.evaluate("head_weight_grad", answer).passed
+def reached_recursively(loss, named_params):
+    found = set()
+
+    def visit(node):
+        if node is None:
+            return
+        variable = getattr(node, "variable", None)
+        for name, param in named_params.items():
+            if variable is param:
+                found.add(name)
+        for child, _ in node.next_functions:
+            visit(child)
+
+    visit(loss.grad_fn)
+    return found
+
+
+def follows_only_the_first_input(loss, named_params):
+    found, node = set(), loss.grad_fn
+    while node is not None:
+        for name, param in named_params.items():
+            if getattr(node, "variable", None) is param:
+                found.add(name)
+        node = node.next_functions[0][0] if node.next_functions else None
+    return found
+
+
+def names_every_parameter(loss, named_params):
+    return set(named_params)
+
+
+def names_the_first_model_only(loss, named_params):
+    return {name for name in named_params if name.startswith("M1")}
+
+
+def returns_the_tensors(loss, named_params):
+    return list(named_params.values())
+
+
+def forgets_none_nodes(loss, named_params):
+    found, stack = set(), [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        stack.extend(child for child, _ in node.next_functions)  # None children crash on the next pop
+    return found
+
+
+# two_grads
+def two_grads_reverse_order(l1, l2, params1, params2):
+    grads2 = torch.autograd.grad(l2, params2, retain_graph=True)
+    return torch.autograd.grad(l1, params1), grads2
+
+
+def two_grads_with_restricted_backward(l1, l2, params1, params2):
+    l1.backward(retain_graph=True, inputs=list(params1))
+    l2.backward(inputs=list(params2))
+    return [p.grad.clone() for p in params1], [p.grad.clone() for p in params2]
+
+
+def two_grads_without_retain_graph(l1, l2, params1, params2):
+    return torch.autograd.grad(l1, params1), torch.autograd.grad(l2, params2)
+
+
+def two_grads_swapped(l1, l2, params1, params2):
+    return torch.autograd.grad(l2, params1, retain_graph=True), torch.autograd.grad(l1, params2)
+
+
+def two_grads_by_backward_on_both(l1, l2, params1, params2):
+    l1.backward(retain_graph=True)
+    l2.backward()
+    return [p.grad for p in params1], [p.grad for p in params2]
+
+
+def two_grads_one_list(l1, l2, params1, params2):
+    return torch.autograd.grad(l1, params1, retain_graph=True)
+
+
+# bumps_per_step
+def bumps_on_a_linear_layer(make_optimizer):
+    layer = torch.nn.Linear(4, 1)
+    layer(torch.ones(2, 4)).sum().backward()
+    optimizer = make_optimizer(layer.parameters())
+    before = layer.weight._version
+    optimizer.step()
+    return layer.weight._version - before
+
+
+def bumps_over_two_steps_halved(make_optimizer):
+    param = torch.nn.Parameter(torch.zeros(2))
+    param.grad = torch.ones(2)
+    optimizer = make_optimizer([param])
+    before = param._version
+    optimizer.step()
+    optimizer.step()
+    return (param._version - before) // 2
+
+
+def bumps_without_a_gradient(make_optimizer):
+    param = torch.nn.Parameter(torch.zeros(2))
+    optimizer = make_optimizer([param])
+    before = param._version
+    optimizer.step()
+    return param._version - before
+
+
+def returns_the_version_itself(make_optimizer):
+    layer = torch.nn.Linear(4, 1)
+    layer(torch.ones(2, 4)).sum().backward()
+    make_optimizer(layer.parameters()).step()
+    return layer.weight._version
+
+
+def counts_two_steps(make_optimizer):
+    return 2 * bumps_on_a_linear_layer(make_optimizer)
+
+
+def types_in_the_numbers(make_optimizer):
+    return 1
+
+
+OTHER_CORRECT = {
+    "head_weight_grad": [backward_and_clone, backward_restricted_to_the_weight],
+    "parameters_reached": [reached_via_autograd_grad, reached_recursively],
+    "two_grads": [two_grads_reverse_order, two_grads_with_restricted_backward],
+    "bumps_per_step": [bumps_on_a_linear_layer, bumps_over_two_steps_halved],
+}
+
+
+@pytest.mark.parametrize(
+    "exercise_id, answer",
+    [(exercise_id, answer) for exercise_id, answers in OTHER_CORRECT.items() for answer in answers],
+)
+def test_checkers_accept_other_correct_answers(exercise_id, answer):
+    result = exercises.evaluate(exercise_id, answer)
+    assert result.passed, result.message
 
 
 # head_weight_grad: wrong answers, each with its own diagnosis
@@ -143,7 +278,27 @@ WRONG_ANSWERS = {
         (calls_exit, "raised SystemExit"),
         (lambda model, x, target: Unprintable(), "could not be compared"),
         (42, "should be a function"),
-    ]
+    ],
+    "parameters_reached": [
+        (follows_only_the_first_input, "misses"),
+        (names_every_parameter, "includes M2"),
+        (names_the_first_model_only, "The shared term connects L1 to M2"),
+        (returns_the_tensors, "names (strings"),
+        (forgets_none_nodes, "raised AttributeError"),
+    ],
+    "two_grads": [
+        (two_grads_without_retain_graph, "pass retain_graph=True"),
+        (two_grads_swapped, "swapped the losses"),
+        (two_grads_by_backward_on_both, "gradient of L1 + L2"),
+        (two_grads_one_list, "Return a pair"),
+    ],
+    "bumps_per_step": [
+        (bumps_without_a_gradient, "did the parameter have a .grad"),
+        (lambda make_optimizer: 1 if "SGD" in repr(make_optimizer(torch.nn.Linear(1, 1).parameters())) else 5, "For Adam()"),
+        (returns_the_version_itself, "one bump too many"),
+        (counts_two_steps, "did you step twice"),
+        (types_in_the_numbers, "You returned 1 for every optimizer"),
+    ],
 }
 
 
@@ -153,9 +308,12 @@ def test_every_checker_is_tested_with_three_wrong_and_one_other_correct_answer()
         assert len(OTHER_CORRECT.get(exercise_id, [])) >= 1, exercise_id
 
 
-@pytest.mark.parametrize("answer, diagnosis", WRONG_ANSWERS["head_weight_grad"])
-def test_head_weight_grad_rejects_wrong_answers_with_a_diagnosis(answer, diagnosis):
-    result = exercises.evaluate("head_weight_grad", answer)
+@pytest.mark.parametrize(
+    "exercise_id, answer, diagnosis",
+    [(exercise_id, *case) for exercise_id, cases in WRONG_ANSWERS.items() for case in cases],
+)
+def test_checkers_reject_wrong_answers_with_a_specific_diagnosis(exercise_id, answer, diagnosis):
+    result = exercises.evaluate(exercise_id, answer)
     assert result.status is Status.FAILED
     assert diagnosis in result.message
 

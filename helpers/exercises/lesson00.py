@@ -5,7 +5,13 @@ from typing import Any, Callable
 
 import torch
 
-from helpers.exercises.compare import close, describe_value, max_difference, scale_factor
+from helpers.exercises.compare import (
+    close,
+    describe_value,
+    max_difference,
+    scale_factor,
+)
+from helpers.exercises.exercise import Exercise
 from helpers.exercises.guard import run_learner
 from helpers.exercises.result import CheckResult, failed, passed
 from helpers.models import BATCH, make_model, make_regression_batch
@@ -70,3 +76,12 @@ def check_head_weight_grad(head_weight_grad: Callable[..., Any]) -> CheckResult:
         if not (isinstance(result, torch.Tensor) and result.shape == expected.shape and close(result, expected)):
             return failed(EXERCISE_ID, _diagnose(result, expected, call))
     return passed(EXERCISE_ID, "Your gradient matches torch.autograd.grad, and calling twice gives the same answer.")
+
+
+EXERCISE = Exercise(
+    id=EXERCISE_ID,
+    notebook="00_start_here",
+    answer_name="head_weight_grad",
+    checker=check_head_weight_grad,
+    hints=HINTS,
+)

@@ -1,0 +1,103 @@
+"""diagnose, the version timeline, predict widgets and anomaly traces: each claim checked against a real run."""
+import warnings
+
+import pytest
+import torch
+
+from helpers.anomaly import forward_trace
+from helpers.diagnose import diagnose
+from helpers.graph import named_parameters
+from helpers.models import make_inputs, make_two_models, two_losses
+from helpers.predict import Prediction, observe, predict, predict_widget
+from helpers.versions import VersionTimeline
+
+
+def _setup():
+    m1, m2 = make_two_models()
+    x1, x2 = make_inputs()
+    l1, l2 = two_losses(m1(x1), m2(x2))
+    return m1, m2, l1, l2, named_parameters(M1=m1, M2=m2)
+
+
+def test_diagnose_predicts_error_1_and_is_right():
+    *_, l1, l2, params = _setup()
+    l2.backward()
+    report = diagnose(l1, params)
+    assert report.prediction == "backward-twice" and "freed" in str(report)
+    assert observe(l1.backward) == "backward-twice"
+
+
+def test_diagnose_predicts_error_2_naming_the_parameter_and_is_right():
+    m1, m2, l1, l2, params = _setup()
+    l2.backward(retain_graph=True)
+    torch.optim.Adam(m2.parameters()).step()
+    report = diagnose(l1, params)
+    assert report.prediction == "inplace-version" and "M2.2.weight" in str(report)
+    assert observe(l1.backward) == "inplace-version"
+
+
+def test_diagnose_says_a_healthy_graph_will_run_and_it_does():
+    *_, l1, l2, params = _setup()
+    report = diagnose((l1, l2), params)
+    assert not report.will_fail and "will run" in report._repr_html_()
+    assert observe(lambda: (l1 + l2).backward()) is None
+
+
+def test_version_timeline_follows_parameters_and_saved_weights():
+    m1, m2, l1, l2, params = _setup()
+    timeline = VersionTimeline(params)
+    timeline.record("forward", (l1, l2))
+    l2.backward(retain_graph=True)
+    torch.optim.SGD(m2.parameters(), lr=0.1).step()
+    timeline.record("step", (l1, l2))
+    assert timeline.value("M2.2.weight", "forward") == "v1" and timeline.value("M2.2.weight", "step") == "v2"
+    assert timeline.value("M1.2.weight", "step") == "v1"
+    assert timeline.value("saved AddmmBackward0.mat2 (M2.2.weight)", "step") == "stale v1->v2"
+    assert "stale v1-&gt;v2" in timeline._repr_html_() and "forward" in str(timeline)
+
+
+def test_observe_reports_values_course_errors_and_other_errors():
+    assert observe(lambda: 3) == 3
+    assert observe(lambda: 1 / 0).startswith("ZeroDivisionError")
+    weight = torch.ones(2, requires_grad=True)
+    loss = (weight * weight).sum()
+    loss.backward()
+    assert observe(loss.backward) == "backward-twice"
+
+
+def test_predict_fails_when_the_run_disagrees_with_the_lesson():
+    with pytest.raises(AssertionError, match="this run gave 2"):
+        predict("1 + 1?", {"two": 2, "three": 3}, run=lambda: 2, expected=3, explanation="")
+    with pytest.raises(AssertionError, match="Exactly one choice"):
+        predict("1 + 1?", {"two": 2, "also two": 2}, run=lambda: 2, expected=2, explanation="")
+
+
+def test_predict_outside_jupyter_is_text_with_the_answer():
+    result = predict("1 + 1?", {"two": 2, "three": 3}, run=lambda: 2, expected=2, explanation="Arithmetic.")
+    assert isinstance(result, Prediction) and result.answer == "two" and "This run: two" in str(result)
+
+
+def test_predict_widget_reveals_feedback_for_the_clicked_choice():
+    prediction = Prediction("1 + 1?", ["two", "three"], "two", "Arithmetic.")
+    widget = predict_widget(prediction)
+    question, buttons, feedback = widget.children
+    assert feedback.value == ""
+    buttons.children[1].click()
+    assert "Not this time." in feedback.value and "three" in feedback.value
+    buttons.children[0].click()
+    assert "Right!" in feedback.value and "Arithmetic." in feedback.value
+
+
+def test_forward_trace_points_at_the_learners_forward_line():
+    m1, m2 = make_two_models()
+    x1, x2 = make_inputs()
+    with torch.autograd.set_detect_anomaly(True), warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        l1, l2 = two_losses(m1(x1), m2(x2))  # the forward line
+        l2.backward(retain_graph=True)
+        torch.optim.SGD(m2.parameters(), lr=0.1).step()
+        assert observe(l1.backward) == "inplace-version"
+    trace = forward_trace(warned)
+    assert trace.node.startswith("Addmm")
+    assert any("# the forward line" in line for line in trace.learner_lines)
+    assert forward_trace([]) is None
