@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import List, Mapping, Optional
+from typing import List, Mapping, Optional, Sequence
 
 import torch
 
@@ -57,13 +57,18 @@ class Diagnosis:
         return card_html("Diagnosis before backward()", f"<div>{body}</div>", accent=accent)
 
 
-def diagnose(outputs: Outputs, params: Optional[Mapping[str, torch.Tensor]] = None) -> Diagnosis:
+def diagnose(
+    outputs: Outputs,
+    params: Optional[Mapping[str, torch.Tensor]] = None,
+    inputs: Optional[Sequence[torch.Tensor]] = None,
+) -> Diagnosis:
     """Look at every tensor the graph behind ``outputs`` saved, without running backward.
 
     Args:
         outputs: the loss (or losses) you are about to call backward on.
         params: parameters by name (``named_parameters(M1=m1, M2=m2)``) so stale weights are named.
+        inputs: what you will pass as ``backward(inputs=...)``; only the nodes on the way to them count.
     """
-    problems = list(iter_problems(saved_tensors(outputs, params)))
+    problems = list(iter_problems(saved_tensors(outputs, params, inputs)))
     prediction = _KIND_OF_STATE[problems[0].state] if problems else None
     return Diagnosis(problems, prediction)

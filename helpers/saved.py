@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 import torch
 
@@ -87,6 +87,37 @@ def graph_nodes(outputs: Outputs) -> List[Any]:
     return order
 
 
+def nodes_on_the_way(outputs: Outputs, inputs: Sequence[torch.Tensor]) -> List[Any]:
+    """The nodes a ``backward(inputs=...)`` from ``outputs`` runs: those with a path down to one of ``inputs``."""
+    wanted = {id(t) for t in inputs}
+    nodes = graph_nodes(outputs)
+    needed: Dict[int, bool] = {}
+    for node in reversed(nodes):  # breadth-first order reversed: children first in this acyclic graph
+        variable = getattr(node, "variable", None)
+        needed[id(node)] = (variable is not None and id(variable) in wanted) or any(
+            needed.get(id(child), False) for child, _ in node.next_functions if child is not None
+        )
+    return [node for node in nodes if needed[id(node)]]
+
+
+def _subgraph(root: Optional[torch.Tensor]) -> Set[int]:
+    return {id(node) for node in graph_nodes(root)} if root is not None and root.grad_fn is not None else set()
+
+
+def model_of_nodes(nodes: Sequence[Any], model_outputs: Mapping[str, torch.Tensor]) -> Dict[int, str]:
+    """Each node's model: the innermost model output whose subgraph contains it (a chain tenc -> unet works).
+
+    Node ids are compared, so the caller must hold ``nodes`` (older torch recreates unheld node objects).
+    """
+    subgraphs = {name: _subgraph(output) for name, output in model_outputs.items()}
+    owner: Dict[int, str] = {}
+    for node in nodes:
+        containing = [name for name, members in subgraphs.items() if id(node) in members]
+        if containing:
+            owner[id(node)] = min(containing, key=lambda name: len(subgraphs[name]))
+    return owner
+
+
 def _owner(tensor: Optional[torch.Tensor], params: Mapping[str, torch.Tensor]) -> Optional[str]:
     if tensor is None:
         return None
@@ -103,51 +134,69 @@ def _raw_entries(node: Any, attribute: str) -> List[Any]:
     return list(raw) if isinstance(raw, (list, tuple)) else [raw]
 
 
-def _check(node: Any, attribute: str) -> Optional[RuntimeError]:
-    """The error reading ``node._saved_<attribute>`` raises (error 1 or error 2), or None when it is fine."""
+def _read(node: Any, attribute: str) -> Tuple[List[Any], Optional[RuntimeError]]:
+    """Read ``node._saved_<attribute>``: its values, or the error it raises (error 1 or error 2)."""
     try:
-        getattr(node, f"{SAVED_PREFIX}{attribute}")
+        value = getattr(node, f"{SAVED_PREFIX}{attribute}")
     except RuntimeError as error:
-        return error
-    return None
+        return [], error
+    return (list(value) if isinstance(value, (list, tuple)) else [value]), None
 
 
-def _inspect(
-    node: Any, attribute: str, label: str, raw: Any, params: Mapping[str, torch.Tensor]
-) -> Optional[SavedTensor]:
-    """The saved tensor's state; None when the node saved nothing there (a gradient nobody needs)."""
-    data = raw.data
-    name = type(node).__name__
-    error = _check(node, attribute)
-    if error is not None and KINDS["backward-twice"].matches(error):
-        return SavedTensor(name, label, State.FREED, None, None, None, None, node)
-    if data is None:
-        return None
-    shape, owner = tuple(data.shape), _owner(data, params)
-    details = parse_version_error(str(error)) if error is not None else None
-    if details is not None:
-        return SavedTensor(name, label, State.STALE, shape, details.version_expected, details.version_now, owner, node)
-    if error is not None:
+def _owner_by_version(version: int, shape: Tuple[int, ...], params: Mapping[str, torch.Tensor]) -> Optional[str]:
+    """The one parameter at ``version`` shaped like ``shape`` or its transpose (for torch without SavedTensor.data)."""
+    matches = [name for name, p in params.items()
+               if p._version == version and shape in (tuple(p.shape), tuple(reversed(p.shape)))]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _stale(node: Any, label: str, raw: Any, error: RuntimeError, params: Mapping[str, torch.Tensor]) -> SavedTensor:
+    details = parse_version_error(str(error))
+    if details is None:
         raise error
-    return SavedTensor(name, label, State.ALIVE, shape, data._version, data._version, owner, node)
+    data = getattr(raw, "data", None)  # SavedTensor.data reads without checks (newer torch only)
+    owner = _owner(data, params) if data is not None else _owner_by_version(details.version_now, details.shape, params)
+    return SavedTensor(type(node).__name__, label, State.STALE, details.shape, details.version_expected,
+                       details.version_now, owner, node)
 
 
 def saved_tensors_of(node: Any, params: Optional[Mapping[str, torch.Tensor]] = None) -> List[SavedTensor]:
-    """The tensors ``node`` saved, with their state; ``params`` names parameters (``{"M1.0.weight": ...}``)."""
+    """The tensors ``node`` saved, with their state; ``params`` names parameters (``{"M1.0.weight": ...}``).
+
+    A tensor the node did not need to save (a gradient nobody asked for) is left out.
+    """
+    params = params or {}
+    name = type(node).__name__
     found = []
     for attribute in sorted(a[len(SAVED_PREFIX):] for a in dir(node) if a.startswith(SAVED_PREFIX)):
-        entries = _raw_entries(node, attribute)
+        entries = _raw_entries(node, attribute)  # only tensor-valued saved attributes have a raw form
+        if not entries:
+            continue
+        values, error = _read(node, attribute)
         for index, raw in enumerate(entries):
             label = attribute if len(entries) == 1 else f"{attribute}[{index}]"
-            saved = _inspect(node, attribute, label, raw, params or {})
-            if saved is not None:
-                found.append(saved)
+            if error is not None and KINDS["backward-twice"].matches(error):
+                found.append(SavedTensor(name, label, State.FREED, None, None, None, None, node))
+            elif error is not None:
+                found.append(_stale(node, label, raw, error, params))
+            elif values[index] is not None:
+                value = values[index]
+                found.append(SavedTensor(name, label, State.ALIVE, tuple(value.shape), value._version,
+                                         value._version, _owner(value, params), node))
     return found
 
 
-def saved_tensors(outputs: Outputs, params: Optional[Mapping[str, torch.Tensor]] = None) -> List[SavedTensor]:
-    """Every saved tensor behind ``outputs``, node by node from the outputs down."""
-    return [saved for node in graph_nodes(outputs) for saved in saved_tensors_of(node, params)]
+def saved_tensors(
+    outputs: Outputs,
+    params: Optional[Mapping[str, torch.Tensor]] = None,
+    inputs: Optional[Sequence[torch.Tensor]] = None,
+) -> List[SavedTensor]:
+    """Every saved tensor behind ``outputs``, node by node from the outputs down.
+
+    With ``inputs``, only those a ``backward(inputs=inputs)`` would use.
+    """
+    nodes = graph_nodes(outputs) if inputs is None else nodes_on_the_way(outputs, inputs)
+    return [saved for node in nodes for saved in saved_tensors_of(node, params)]
 
 
 def count_states(saved: Sequence[SavedTensor]) -> Mapping[State, int]:

@@ -7,16 +7,16 @@ and label too, so the picture reads without color and in print.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import torch
 
 from helpers.graph import GraphPicture, dot_available, INSTALL_GRAPHVIZ
-from helpers.saved import SavedTensor, State, graph_nodes, saved_tensors_of
+from helpers.saved import SavedTensor, State, graph_nodes, model_of_nodes, saved_tensors_of
 
-# Each model is a labelled, tinted box (a cluster), so models read without color; loss regions are tinted.
+# Each model is a labelled box (a cluster), so models read without color; each node's fill says which losses reach it.
 MODEL_TINTS = ("#e8f1fb", "#eaf5e4", "#fbeee0", "#f3e8f7")
-MODEL_NODE_FILL = "lightgrey"
+NO_LOSS_FILL = "lightgrey"
 LOSS_FILLS = ("#e1d5e7", "#ffe0c2", "#d9ead3")  # only in the first, second, third loss
 SHARED_FILL = "#fff1a0"
 PARAMETER_FILL = "lightblue"
@@ -28,23 +28,8 @@ SAVED_STYLES: Dict[State, Dict[str, str]] = {
 }
 
 
-def _subgraph(root: Optional[torch.Tensor]) -> Set[int]:
-    return {id(node) for node in graph_nodes(root)} if root is not None and root.grad_fn is not None else set()
-
-
-def _model_of(nodes: Sequence[Any], model_outputs: Mapping[str, torch.Tensor]) -> Dict[int, str]:
-    """Each node's model: the innermost model output whose subgraph contains it (a chain tenc -> unet works)."""
-    subgraphs = {name: _subgraph(output) for name, output in model_outputs.items()}
-    owner: Dict[int, str] = {}
-    for node in nodes:
-        containing = [name for name, members in subgraphs.items() if id(node) in members]
-        if containing:
-            owner[id(node)] = min(containing, key=lambda name: len(subgraphs[name]))
-    return owner
-
-
 def _losses_of(nodes: Sequence[Any], losses: Mapping[str, torch.Tensor]) -> Dict[int, List[str]]:
-    subgraphs = {name: _subgraph(loss) for name, loss in losses.items()}
+    subgraphs = {name: {id(n) for n in graph_nodes(loss)} for name, loss in losses.items()}
     return {id(node): [name for name, members in subgraphs.items() if id(node) in members] for node in nodes}
 
 
@@ -61,7 +46,7 @@ def _saved_label(saved: SavedTensor) -> str:
 def _loss_fill(losses: List[str], loss_names: List[str]) -> str:
     if len(losses) > 1:
         return SHARED_FILL
-    return LOSS_FILLS[loss_names.index(losses[0]) % len(LOSS_FILLS)] if losses else MODEL_NODE_FILL
+    return LOSS_FILLS[loss_names.index(losses[0]) % len(LOSS_FILLS)] if losses else NO_LOSS_FILL
 
 
 def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str]) -> None:
@@ -71,7 +56,7 @@ def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str]) -> 
         if len(loss_names) > 1:
             entries.append(("in more than one loss", SHARED_FILL))
         if model_names:
-            entries.append(("inside a model's box", MODEL_NODE_FILL))
+            entries.append(("a box: one model's nodes", "white"))
         entries.append(("parameter", PARAMETER_FILL))
         names = []
         for index, (text, fill) in enumerate(entries):
@@ -119,7 +104,7 @@ def draw_saved_graph(
     params = dict(params or {})
     model_outputs = dict(model_outputs or {})
     nodes = graph_nodes(list(losses.values()))
-    model_of = _model_of(nodes, model_outputs)
+    model_of = model_of_nodes(nodes, model_outputs)
     losses_of = _losses_of(nodes, losses)
     param_names = {id(p): name for name, p in params.items()}
     saved_by_node = {id(node): saved_tensors_of(node, params) for node in nodes} if show_saved else {}
@@ -130,7 +115,7 @@ def draw_saved_graph(
     except ImportError:
         return GraphPicture(None, text, "The graphviz Python package is missing: pip install graphviz")
 
-    digraph = graphviz.Digraph(node_attr=NODE_STYLE, graph_attr=dict(size="14,14", ranksep="0.15"))
+    digraph = graphviz.Digraph(node_attr=NODE_STYLE, graph_attr=dict(size="9.5,12", ranksep="0.15"))
     clusters = {name: graphviz.Digraph(name=f"cluster_{name}") for name in model_outputs}
     for index, (name, cluster) in enumerate(clusters.items()):
         cluster.attr(label=name, fontsize="14", style="filled,rounded", color="#555555",
@@ -148,7 +133,7 @@ def draw_saved_graph(
             label = f"{param_names.get(id(variable), 'leaf')}\n{list(variable.shape)}"
             home.node(str(id(node)), label, fillcolor=PARAMETER_FILL, **NODE_STYLE)
         else:
-            fill = MODEL_NODE_FILL if model is not None else _loss_fill(losses_of[id(node)], loss_names)
+            fill = _loss_fill(losses_of[id(node)], loss_names)
             home.node(str(id(node)), type(node).__name__, fillcolor=fill, **NODE_STYLE)
         for child, _ in node.next_functions:
             if child is not None:

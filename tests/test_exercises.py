@@ -285,19 +285,26 @@ WRONG_ANSWERS = {
         (names_the_first_model_only, "The shared term connects L1 to M2"),
         (returns_the_tensors, "names (strings"),
         (forgets_none_nodes, "raised AttributeError"),
+        (lambda loss, params: {name: True for name in params}, "not dict"),
+        (lambda loss, params: {n for n, p in params.items() if p in [loss]}, "compare identities"),
     ],
     "two_grads": [
         (two_grads_without_retain_graph, "pass retain_graph=True"),
-        (two_grads_swapped, "swapped the losses"),
+        (two_grads_swapped, "M1 got the gradient of L2"),
         (two_grads_by_backward_on_both, "gradient of L1 + L2"),
         (two_grads_one_list, "Return a pair"),
+        (lambda l1, l2, p1, p2: (torch.autograd.grad(l1, p1, retain_graph=True), torch.autograd.grad(l1, p2)),
+         "M2 got the gradient of L1"),
+        (lambda l1, l2, p1, p2: ([p.grad for p in p1], [p.grad for p in p2]), "are None"),
     ],
     "bumps_per_step": [
-        (bumps_without_a_gradient, "did the parameter have a .grad"),
+        (bumps_without_a_gradient, "Did the parameter have a .grad"),
         (lambda make_optimizer: 1 if "SGD" in repr(make_optimizer(torch.nn.Linear(1, 1).parameters())) else 5, "For Adam()"),
         (returns_the_version_itself, "one bump too many"),
         (counts_two_steps, "did you step twice"),
         (types_in_the_numbers, "You returned 1 for every optimizer"),
+        (lambda make_optimizer: bumps_on_a_linear_layer(lambda params: make_optimizer(params)) * 0,
+         "not of .data or .grad"),
     ],
 }
 

@@ -96,3 +96,19 @@ def test_without_dot_the_saved_graph_is_text(monkeypatch, tmp_path):
     bundle = picture._repr_mimebundle_()
     assert "image/svg+xml" not in bundle and "alive v1" in bundle["text/html"]
     assert not graph.dot_available()
+
+
+def test_a_stale_tensor_is_named_by_version_where_torch_has_no_saved_tensor_data():
+    from helpers.saved import _read, _stale
+
+    m1, m2, o1, o2, l1, l2, params = _setup()
+    with torch.no_grad():
+        m2[2].weight.add_(1)
+    node = o2.grad_fn  # the head's AddmmBackward0
+    _, error = _read(node, "mat2")
+
+    class OldSavedTensor:  # torch 2.4-2.6: SavedTensor has no .data
+        pass
+
+    saved = _stale(node, "mat2", OldSavedTensor(), error, params)
+    assert (saved.state, saved.parameter, saved.shape) == (State.STALE, "M2.2.weight", (64, 1))

@@ -6,7 +6,7 @@ from typing import Any, Callable, Dict, List, Set, Tuple
 import torch
 
 from helpers.exercises.exercise import Exercise
-from helpers.exercises.guard import run_learner
+from helpers.exercises.guard import LearnerError, run_learner
 from helpers.exercises.result import CheckResult, failed, passed
 from helpers.graph import named_parameters
 from helpers.models import (
@@ -56,7 +56,7 @@ def _reference(loss: torch.Tensor, params: Dict[str, torch.Tensor]) -> Set[str]:
 
 
 def _as_names(result: Any) -> Set[str]:
-    if isinstance(result, str) or not isinstance(result, (set, frozenset, list, tuple, dict)):
+    if isinstance(result, (str, dict)) or not isinstance(result, (set, frozenset, list, tuple)):
         raise TypeError(f"a set of names, not {type(result).__name__}")
     items = list(result)
     if any(isinstance(item, torch.Tensor) for item in items):
@@ -68,7 +68,13 @@ def check_parameters_reached(parameters_reached: Callable[..., Any]) -> CheckRes
     """Run the learner's ``parameters_reached(loss, named_params)`` on four losses and compare."""
     for description, loss, params in _cases(seed=11):
         expected = _reference(loss, params)
-        result = run_learner(f"Your function (on {description})", parameters_reached, loss, params)
+        try:
+            result = run_learner(f"Your function (on {description})", parameters_reached, loss, params)
+        except LearnerError as error:
+            if "Boolean value of Tensor" in error.diagnosis:
+                raise LearnerError(error.diagnosis + " To find a tensor among others, compare identities: "
+                                                     "`variable is param`, or look up id(variable).") from error
+            raise
         try:
             names = _as_names(result)
         except TypeError as problem:

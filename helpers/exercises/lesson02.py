@@ -33,14 +33,19 @@ def _same(actual: Sequence[Any], expected: Sequence[torch.Tensor]) -> bool:
     )
 
 
-def _diagnose(grads1: Sequence[Any], grads2: Sequence[Any], refs: dict) -> str:
-    if _same(grads1, refs["l2_m1"]) or _same(grads2, refs["l1_m2"]):
-        return "You swapped the losses: L1 should give M1's gradients and L2 M2's."
-    if _same(grads1, refs["sum_m1"]) or _same(grads2, refs["sum_m2"]):
-        return ("A model received the gradient of L1 + L2: backward() adds every loss into the same .grad. "
-                "Differentiate each loss for its own model's parameters only.")
-    which = "M1's gradients (from L1)" if not _same(grads1, refs["l1_m1"]) else "M2's gradients (from L2)"
-    return f"{which} differ from the reference computed with torch.autograd.grad."
+def _diagnose_model(grads: Sequence[Any], model: str, refs: dict) -> str:
+    """What one model's returned gradients are, when they are not its own loss's."""
+    own, other = ("L1", "L2") if model == "M1" else ("L2", "L1")
+    key = model[-1]
+    if any(g is None for g in grads):
+        return (f"Some of {model}'s gradients are None: .grad stays None until a backward reaches it. "
+                "torch.autograd.grad returns the gradients directly.")
+    if _same(grads, refs[f"{other.lower()}_m{key}"]):
+        return f"{model} got the gradient of {other}; it should get the gradient of {own}."
+    if _same(grads, refs[f"sum_m{key}"]):
+        return (f"{model} received the gradient of L1 + L2: backward() adds every loss into the same .grad. "
+                f"Differentiate {own} alone for {model}'s parameters.")
+    return f"{model}'s gradients differ from the reference computed with torch.autograd.grad({own.lower()}, ...)."
 
 
 def check_two_grads(two_grads: Callable[..., Any]) -> CheckResult:
@@ -66,9 +71,11 @@ def check_two_grads(two_grads: Callable[..., Any]) -> CheckResult:
     if len(grads1) != len(p1) or len(grads2) != len(p2):
         return failed(EXERCISE_ID, f"Return one gradient per parameter: {len(p1)} for M1 and {len(p2)} for M2; "
                                    f"you returned {len(grads1)} and {len(grads2)}.")
-    if _same(grads1, refs["l1_m1"]) and _same(grads2, refs["l2_m2"]):
-        return passed(EXERCISE_ID, "Each model got exactly its own loss's gradient, and no error 1.")
-    return failed(EXERCISE_ID, _diagnose(grads1, grads2, refs))
+    if not _same(grads1, refs["l1_m1"]):
+        return failed(EXERCISE_ID, _diagnose_model(grads1, "M1", refs))
+    if not _same(grads2, refs["l2_m2"]):
+        return failed(EXERCISE_ID, _diagnose_model(grads2, "M2", refs))
+    return passed(EXERCISE_ID, "Each model got exactly its own loss's gradient, and no error 1.")
 
 
 EXERCISE = Exercise(

@@ -12,8 +12,8 @@ from helpers.exercises.result import CheckResult, failed, passed
 EXERCISE_ID = "bumps_per_step"
 
 HINTS = (
-    "A right answer returns an int: for SGD and Adam 1, for AdamW 2 (its weight decay is a second in-place "
-    "change) - measured, not typed in. The checker also tries optimizers you did not.",
+    "A right answer returns an int that your code measured. The checker tries several optimizers, and they do "
+    "not all bump the version the same number of times per step.",
     "Every in-place change adds 1 to tensor._version. An optimizer skips parameters whose .grad is None, and "
     "nn.Linear's initialisation already bumped its weight once.",
     "p = torch.nn.Parameter(torch.ones(3)); p.grad = torch.ones(3); opt = make_optimizer([p]); "
@@ -45,8 +45,8 @@ def _diagnose(results: Dict[str, int], expected: Dict[str, int]) -> str:
     """Read the pattern across optimizers: the same mistake shows the same way in each."""
     pairs = [(results[name], expected[name]) for name in expected]
     if all(r == 0 for r, _ in pairs):
-        return "You measured 0 for every optimizer: did the parameter have a .grad? An optimizer skips parameters " \
-               "whose grad is None."
+        return ("You measured 0 for every optimizer. Did the parameter have a .grad (an optimizer skips parameters "
+                "whose grad is None)? And did you read _version of the parameter itself, not of .data or .grad?")
     if all(r == e + 1 for r, e in pairs):
         return ("You measured one bump too many for every optimizer: return the change in _version over the step, "
                 "not the version itself (nn.Linear's init already bumped the weight once).")
