@@ -1,7 +1,7 @@
 """Drawing a graph with the state of every saved tensor: alive, freed, or stale.
 
 ``torchviz.make_dot(show_saved=True)`` raises on a graph whose buffers were freed; this drawing keeps
-torchviz's look (grey boxes for nodes, blue for parameters) and marks each saved tensor instead.
+torchviz's look (boxes in monospace, blue parameters, green outputs) and marks each saved tensor instead.
 Nodes are colored by the model and the loss they belong to, and the three states differ by line style
 and label too, so the picture reads without color and in print.
 """
