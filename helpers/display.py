@@ -47,3 +47,21 @@ def table_html(rows: Sequence[Tuple[str, str]]) -> str:
 def pre_html(text: str) -> str:
     """Preformatted, wrapped, escaped text."""
     return f'<pre style="white-space:pre-wrap;word-break:normal;overflow-wrap:break-word;margin:4px 0">{html.escape(text)}</pre>'
+
+
+class SourceCode:
+    """A function's source, highlighted in Jupyter (as Markdown) and plain in text."""
+
+    def __init__(self, function: Any) -> None:
+        import inspect
+
+        self.text = inspect.getsource(function).rstrip()
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_markdown_(self) -> str:
+        return f"```python\n{self.text}\n```"

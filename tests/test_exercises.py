@@ -180,11 +180,142 @@ def types_in_the_numbers(make_optimizer):
     return 1
 
 
+# two_model_step
+def step_with_autograd_grad(m1, m2, opt1, opt2, x1, x2, losses):
+    l1, l2 = losses(m1(x1), m2(x2))
+    grads1 = torch.autograd.grad(l1, list(m1.parameters()), retain_graph=True)
+    grads2 = torch.autograd.grad(l2, list(m2.parameters()))
+    for p, g in zip([*m1.parameters(), *m2.parameters()], [*grads1, *grads2]):
+        p.grad = g
+    opt1.step()
+    opt2.step()
+
+
+def step_with_detach(m1, m2, opt1, opt2, x1, x2, losses):
+    opt1.zero_grad()
+    opt2.zero_grad()
+    o1, o2 = m1(x1), m2(x2)
+    l1, _ = losses(o1, o2.detach())
+    _, l2 = losses(o1.detach(), o2)
+    (l1 + l2).backward()
+    opt1.step()
+    opt2.step()
+
+
+def step_l2_first_two_forwards(m1, m2, opt1, opt2, x1, x2, losses):
+    opt1.zero_grad()
+    opt2.zero_grad()
+    _, l2 = losses(m1(x1), m2(x2))
+    l2.backward(inputs=list(m2.parameters()))
+    l1, _ = losses(m1(x1), m2(x2))
+    l1.backward(inputs=list(m1.parameters()))
+    opt1.step()
+    opt2.step()
+
+
+def step_early_step_restricted(m1, m2, opt1, opt2, x1, x2, losses):
+    opt1.zero_grad()
+    opt2.zero_grad()
+    l1, l2 = losses(m1(x1), m2(x2))
+    l2.backward(retain_graph=True, inputs=list(m2.parameters()))
+    opt2.step()                                   # M2 changes, but L1's restricted backward never visits M2
+    l1.backward(inputs=list(m1.parameters()))
+    opt1.step()
+
+
+def step_copied_fix(m1, m2, opt1, opt2, x1, x2, losses):
+    opt1.zero_grad()
+    opt2.zero_grad()
+    l1, l2 = losses(m1(x1), m2(x2))
+    l1.backward(retain_graph=True)
+    l2.backward()
+    opt1.step()
+    opt2.step()
+
+
+def step_summed_loss(m1, m2, opt1, opt2, x1, x2, losses):
+    opt1.zero_grad()
+    opt2.zero_grad()
+    l1, l2 = losses(m1(x1), m2(x2))
+    (l1 + l2).backward()
+    opt1.step()
+    opt2.step()
+
+
+def step_swapped(m1, m2, opt1, opt2, x1, x2, losses):
+    opt1.zero_grad()
+    opt2.zero_grad()
+    l1, l2 = losses(m1(x1), m2(x2))
+    l2.backward(retain_graph=True, inputs=list(m1.parameters()))
+    l1.backward(inputs=list(m2.parameters()))
+    opt1.step()
+    opt2.step()
+
+
+def step_without_zero_grad(m1, m2, opt1, opt2, x1, x2, losses):
+    l1, l2 = losses(m1(x1), m2(x2))
+    l1.backward(retain_graph=True, inputs=list(m1.parameters()))
+    l2.backward(inputs=list(m2.parameters()))
+    opt1.step()
+    opt2.step()
+
+
+def step_original_loop_with_retain_graph(m1, m2, opt1, opt2, x1, x2, losses):
+    l1, l2 = losses(m1(x1), m2(x2))
+    opt1.zero_grad()
+    l1.backward(retain_graph=True)
+    opt1.step()
+    opt2.zero_grad()
+    l2.backward()
+    opt2.step()
+
+
+def step_detach_on_the_wrong_side(m1, m2, opt1, opt2, x1, x2, losses):
+    opt1.zero_grad()
+    opt2.zero_grad()
+    o1, o2 = m1(x1), m2(x2)
+    l1, _ = losses(o1.detach(), o2)
+    _, l2 = losses(o1, o2.detach())
+    (l1 + l2).backward()
+    opt1.step()
+    opt2.step()
+
+
+def step_forgets_m2(m1, m2, opt1, opt2, x1, x2, losses):
+    opt1.zero_grad()
+    l1, _ = losses(m1(x1), m2(x2))
+    l1.backward(inputs=list(m1.parameters()))
+    opt1.step()
+
+
+def step_m2_twice(m1, m2, opt1, opt2, x1, x2, losses):
+    step_with_detach(m1, m2, opt1, opt2, x1, x2, losses)
+    opt2.step()
+
+
+def step_manual_update(m1, m2, opt1, opt2, x1, x2, losses):
+    step_with_detach(m1, m2, opt1, opt2, x1, x2, losses)
+    with torch.no_grad():
+        m1[0].weight.mul_(0.99)
+
+
+def step_without_retain_graph(m1, m2, opt1, opt2, x1, x2, losses):
+    opt1.zero_grad()
+    opt2.zero_grad()
+    l1, l2 = losses(m1(x1), m2(x2))
+    l1.backward(inputs=list(m1.parameters()))
+    l2.backward(inputs=list(m2.parameters()))
+    opt1.step()
+    opt2.step()
+
+
 OTHER_CORRECT = {
     "head_weight_grad": [backward_and_clone, backward_restricted_to_the_weight],
     "parameters_reached": [reached_via_autograd_grad, reached_recursively],
     "two_grads": [two_grads_reverse_order, two_grads_with_restricted_backward],
     "bumps_per_step": [bumps_on_a_linear_layer, bumps_over_two_steps_halved],
+    "two_model_step": [step_with_autograd_grad, step_with_detach, step_l2_first_two_forwards,
+                       step_early_step_restricted],
 }
 
 
@@ -305,6 +436,18 @@ WRONG_ANSWERS = {
         (types_in_the_numbers, "You returned 1 for every optimizer"),
         (lambda make_optimizer: bumps_on_a_linear_layer(lambda params: make_optimizer(params)) * 0,
          "not of .data or .grad"),
+    ],
+    "two_model_step": [
+        (step_copied_fix, "gradient of L1 + L2"),
+        (step_summed_loss, "gradient of L1 + L2"),
+        (step_swapped, "gradient of L2 instead of L1"),
+        (step_without_zero_grad, "gradients pile up"),
+        (step_original_loop_with_retain_graph, "raised Error 2"),
+        (step_detach_on_the_wrong_side, "detach is on the wrong output"),
+        (step_forgets_m2, "M2's optimizer was never stepped"),
+        (step_m2_twice, "stepped 2 times"),
+        (step_manual_update, "other than through the optimizers"),
+        (step_without_retain_graph, "raised Error 1"),
     ],
 }
 

@@ -1,0 +1,152 @@
+"""Exercise of notebook 04: one training step in which L1 trains only M1 and L2 trains only M2.
+
+Fixed contract: ``step(m1, m2, opt1, opt2, x1, x2, losses)``; ``losses(o1, o2)`` returns ``(l1, l2)``.
+The checker steps the learner's function with optimizers that record the gradient they are stepped with,
+so it compares gradients themselves, not only their effect.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import torch
+from torch import nn
+
+from helpers.errors import KINDS
+from helpers.exercises.compare import close
+from helpers.exercises.exercise import Exercise
+from helpers.exercises.guard import LearnerError, run_learner
+from helpers.exercises.result import CheckResult, failed, passed
+from helpers.models import make_inputs, make_two_models, two_losses
+
+EXERCISE_ID = "two_model_step"
+STEPS = 3
+LEARNING_RATE = 0.1
+
+HINTS = (
+    "A right step gives M1 exactly the gradient of L1 for M1's parameters and M2 exactly the gradient of L2 for "
+    "M2's, both computed before either model changes - and the same again on the next step.",
+    "loss.backward() adds into .grad of every parameter the loss reaches, and L1 reaches M2 through the shared "
+    "term. Stepping a model before another backward passes through it changes weights that backward still needs.",
+    "Zero both optimizers, compute l1, l2 = losses(m1(x1), m2(x2)), then l1.backward(retain_graph=True, "
+    "inputs=list(m1.parameters())) and l2.backward(inputs=list(m2.parameters())), then step both. "
+    "(torch.autograd.grad for each, or detaching the other model's output, work too.)",
+)
+
+
+class RecordingSGD(torch.optim.Optimizer):
+    """Plain SGD that remembers, for every ``step()``, the gradients it was stepped with."""
+
+    def __init__(self, params: Any, lr: float = LEARNING_RATE) -> None:
+        super().__init__(params, {"lr": lr})
+        self.records: List[List[Optional[torch.Tensor]]] = []
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+        grads: List[Optional[torch.Tensor]] = []
+        for group in self.param_groups:
+            for param in group["params"]:
+                grads.append(None if param.grad is None else param.grad.detach().clone())
+                if param.grad is not None:
+                    param.add_(param.grad, alpha=-group["lr"])
+        self.records.append(grads)
+
+
+def _gradients(loss: torch.Tensor, model: nn.Module) -> List[torch.Tensor]:
+    grads = torch.autograd.grad(loss, list(model.parameters()), retain_graph=True, allow_unused=True)
+    return [torch.zeros_like(p) if g is None else g for p, g in zip(model.parameters(), grads)]
+
+
+def _candidates(m1: nn.Module, m2: nn.Module, x1: torch.Tensor, x2: torch.Tensor) -> Dict[str, List[torch.Tensor]]:
+    """Every gradient a model could plausibly be stepped with, computed on copies at the current parameters."""
+    c1, c2 = copy.deepcopy(m1), copy.deepcopy(m2)
+    l1, l2 = two_losses(c1(x1), c2(x2))
+    return {"L1->M1": _gradients(l1, c1), "L2->M1": _gradients(l2, c1), "sum->M1": _gradients(l1 + l2, c1),
+            "L1->M2": _gradients(l1, c2), "L2->M2": _gradients(l2, c2), "sum->M2": _gradients(l1 + l2, c2)}
+
+
+def _same(actual: Sequence[Optional[torch.Tensor]], expected: Sequence[torch.Tensor]) -> bool:
+    return len(actual) == len(expected) and all(
+        a is not None and a.shape == e.shape and close(a, e) for a, e in zip(actual, expected)
+    )
+
+
+def _plus(first: Sequence[torch.Tensor], second: Sequence[Optional[torch.Tensor]]) -> List[torch.Tensor]:
+    return [a + (torch.zeros_like(a) if b is None else b) for a, b in zip(first, second)]
+
+
+def _diagnose(model: str, recorded: List[Optional[torch.Tensor]], cand: Dict[str, List[torch.Tensor]],
+              previous: Optional[List[Optional[torch.Tensor]]], step: int) -> str:
+    own, other = ("L1", "L2") if model == "M1" else ("L2", "L1")
+    if all(g is None or not bool(g.abs().sum()) for g in recorded):
+        return (f"On step {step}, {model} was stepped with no gradient at all. Did a detach cut {model}'s own "
+                f"output out of {own}? Detach only the other model's output.")
+    if _same(recorded, cand[f"sum->{model}"]):
+        return (f"On step {step}, {model} was stepped with the gradient of L1 + L2, not of {own}: backward() on "
+                f"both losses adds both into every model they reach - the copied fix and the summed loss do this. "
+                f"Restrict each loss to its own model (inputs=, autograd.grad, or detach the other output).")
+    if _same(recorded, cand[f"{other}->{model}"]):
+        return (f"On step {step}, {model} was stepped with the gradient of {other} instead of {own}: the "
+                "assignment is swapped (or the detach is on the wrong output).")
+    if previous is not None and (_same(recorded, _plus(cand[f"{own}->{model}"], previous))
+                                 or _same(recorded, _plus(cand[f"sum->{model}"], previous))):
+        return (f"On step {step}, {model}'s gradient still contained the previous step's: gradients pile up. "
+                "Call zero_grad() on both optimizers at the start of each step.")
+    return (f"On step {step}, {model}'s gradient differs from the gradient of {own} at the current parameters. "
+            "Compute both gradients before either model changes.")
+
+
+def _run_step(step_function: Callable[..., Any], step: int, *args: Any) -> None:
+    try:
+        run_learner(f"Your step (step {step})", step_function, *args)
+    except LearnerError as error:
+        cause = error.__cause__
+        if cause is not None and KINDS["inplace-version"].matches(cause):
+            raise LearnerError(error.diagnosis + " A model was stepped while a later backward still needed its "
+                                                 "old weights: run every backward before any step.") from cause
+        if cause is not None and KINDS["backward-twice"].matches(cause):
+            raise LearnerError(error.diagnosis + " The first backward freed the shared graph: keep it with "
+                                                 "retain_graph=True, or detach so each loss has its own.") from cause
+        raise
+
+
+def check_two_model_step(step_function: Callable[..., Any]) -> CheckResult:
+    """Run the learner's step for several consecutive steps and compare each recorded gradient."""
+    m1, m2 = make_two_models(seed=31)
+    opt1, opt2 = RecordingSGD(m1.parameters()), RecordingSGD(m2.parameters())
+    previous: Dict[str, Optional[List[Optional[torch.Tensor]]]] = {"M1": None, "M2": None}
+    for step in range(1, STEPS + 1):
+        x1, x2 = make_inputs(seed=31 + step)
+        cand = _candidates(m1, m2, x1, x2)
+        counts = (len(opt1.records), len(opt2.records))
+        before = [p.detach().clone() for p in (*m1.parameters(), *m2.parameters())]
+        _run_step(step_function, step, m1, m2, opt1, opt2, x1, x2, two_losses)
+        for model, optimizer, count in (("M1", opt1, counts[0]), ("M2", opt2, counts[1])):
+            calls = len(optimizer.records) - count
+            if calls != 1:
+                what = "never stepped" if calls == 0 else f"stepped {calls} times"
+                return failed(EXERCISE_ID, f"On step {step}, {model}'s optimizer was {what}; "
+                                           "each step should step each optimizer exactly once.")
+        expected_after = [b - LEARNING_RATE * (torch.zeros_like(b) if g is None else g)
+                          for b, g in zip(before, opt1.records[-1] + opt2.records[-1])]
+        actual_after = [p.detach() for p in (*m1.parameters(), *m2.parameters())]
+        if not all(close(a, e) for a, e in zip(actual_after, expected_after)):
+            return failed(EXERCISE_ID, f"On step {step}, the parameters changed other than through the optimizers' "
+                                       "step(). Change weights only with opt.step().")
+        for model, optimizer in (("M1", opt1), ("M2", opt2)):
+            own = "L1" if model == "M1" else "L2"
+            recorded = optimizer.records[-1]
+            if not _same(recorded, cand[f"{own}->{model}"]):
+                return failed(EXERCISE_ID, _diagnose(model, recorded, cand, previous[model], step))
+            previous[model] = recorded
+    return passed(EXERCISE_ID, f"For {STEPS} consecutive steps, M1 was stepped with exactly the gradient of L1 and "
+                               "M2 with exactly the gradient of L2, both taken before either model changed.")
+
+
+EXERCISE = Exercise(
+    id=EXERCISE_ID,
+    notebook="04_whose_gradient",
+    answer_name="two_model_step",
+    checker=check_two_model_step,
+    hints=HINTS,
+)
