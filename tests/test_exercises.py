@@ -309,13 +309,83 @@ def step_without_retain_graph(m1, m2, opt1, opt2, x1, x2, losses):
     opt2.step()
 
 
+def step_with_closures(m1, m2, opt1, opt2, x1, x2, losses):
+    l1, l2 = losses(m1(x1), m2(x2))
+
+    def closure1():
+        opt1.zero_grad()
+        l1.backward(retain_graph=True, inputs=list(m1.parameters()))
+        return l1
+
+    def closure2():
+        opt2.zero_grad()
+        l2.backward(inputs=list(m2.parameters()))
+        return l2
+
+    grads_done = [closure1(), closure2()]  # both backward passes first
+    opt1.step()
+    opt2.step()
+    return grads_done
+
+
+def step_swapping_loss_arguments(m1, m2, opt1, opt2, x1, x2, losses):
+    opt1.zero_grad()
+    opt2.zero_grad()
+    o1, o2 = m1(x1), m2(x2)
+    l1, _ = losses(o1, o2.detach())
+    l2, _ = losses(o2, o1.detach())  # right only when the losses are symmetric
+    (l1 + l2).backward()
+    opt1.step()
+    opt2.step()
+
+
+def step_zero_grad_after_backward(m1, m2, opt1, opt2, x1, x2, losses):
+    l1, l2 = losses(m1(x1), m2(x2))
+    l1.backward(retain_graph=True, inputs=list(m1.parameters()))
+    l2.backward(inputs=list(m2.parameters()))
+    opt1.zero_grad()
+    opt2.zero_grad()
+    opt1.step()
+    opt2.step()
+
+
+def step_with_half_the_loss(m1, m2, opt1, opt2, x1, x2, losses):
+    opt1.zero_grad()
+    opt2.zero_grad()
+    l1, l2 = losses(m1(x1), m2(x2))
+    (0.5 * l1).backward(retain_graph=True, inputs=list(m1.parameters()))
+    (0.5 * l2).backward(inputs=list(m2.parameters()))
+    opt1.step()
+    opt2.step()
+
+
+_stash = {}
+
+
+def step_with_last_steps_gradients(m1, m2, opt1, opt2, x1, x2, losses):
+    l1, l2 = losses(m1(x1), m2(x2))
+    new1 = torch.autograd.grad(l1, list(m1.parameters()), retain_graph=True)
+    new2 = torch.autograd.grad(l2, list(m2.parameters()))
+    old1, old2 = _stash.get(id(m1), (new1, new2))
+    _stash[id(m1)] = (new1, new2)
+    for p, g in zip([*m1.parameters(), *m2.parameters()], [*old1, *old2]):
+        p.grad = g
+    opt1.step()
+    opt2.step()
+
+
+def step_disabling_grad(m1, m2, opt1, opt2, x1, x2, losses):
+    torch.set_grad_enabled(False)
+    raise RuntimeError("oops")
+
+
 OTHER_CORRECT = {
     "head_weight_grad": [backward_and_clone, backward_restricted_to_the_weight],
     "parameters_reached": [reached_via_autograd_grad, reached_recursively],
     "two_grads": [two_grads_reverse_order, two_grads_with_restricted_backward],
     "bumps_per_step": [bumps_on_a_linear_layer, bumps_over_two_steps_halved],
     "two_model_step": [step_with_autograd_grad, step_with_detach, step_l2_first_two_forwards,
-                       step_early_step_restricted],
+                       step_early_step_restricted, step_with_closures],
 }
 
 
@@ -448,6 +518,11 @@ WRONG_ANSWERS = {
         (step_m2_twice, "stepped 2 times"),
         (step_manual_update, "other than through the optimizers"),
         (step_without_retain_graph, "raised Error 1"),
+        (step_swapping_loss_arguments, "asymmetric losses"),
+        (step_zero_grad_after_backward, "zero_grad() before backward()"),
+        (step_with_half_the_loss, "0.5 times the gradient"),
+        (step_with_last_steps_gradients, "previous step's gradient"),
+        (step_disabling_grad, "raised RuntimeError: oops"),
     ],
 }
 
@@ -504,3 +579,8 @@ def test_hint_widget_reveals_the_next_level_on_each_click():
     for _ in range(3):
         button.click()
     assert "4. Full solution" in shown.value and button.disabled
+
+
+def test_a_learners_set_grad_enabled_false_does_not_outlive_the_check():
+    exercises.evaluate("two_model_step", step_disabling_grad)
+    assert torch.is_grad_enabled()

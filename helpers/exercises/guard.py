@@ -4,6 +4,8 @@ from __future__ import annotations
 import traceback
 from typing import Any, Callable
 
+import torch
+
 from helpers.errors import short_description
 from helpers.frames import is_library_frame
 from helpers.solution_markers import STUB_MESSAGE
@@ -38,14 +40,18 @@ def run_learner(what: str, function: Callable[..., Any], *args: Any, **kwargs: A
         raise NotAttempted()
     if not callable(function):
         raise LearnerError(f"The answer should be a function, but it is {type(function).__name__}: {function!r}.")
+    grad_mode = torch.is_grad_enabled()
     try:
-        return function(*args, **kwargs)
+        with torch.enable_grad():
+            return function(*args, **kwargs)
     except NotImplementedError as error:
         if _raised_by_learner(error):
             raise NotAttempted() from error
         raise LearnerError(f"{what} raised {short_description(error)}") from error
     except (Exception, SystemExit) as error:  # AssertionError and exit() included: they are the learner's code too
         raise LearnerError(f"{what} raised {short_description(error)}") from error
+    finally:
+        torch.set_grad_enabled(grad_mode)  # a learner's set_grad_enabled(False) must not outlive the check
 
 
 def _raised_by_learner(error: BaseException) -> bool:

@@ -7,13 +7,13 @@ so it compares gradients themselves, not only their effect.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from helpers.errors import KINDS
-from helpers.exercises.compare import close
+from helpers.exercises.compare import close, scale_factor
 from helpers.exercises.exercise import Exercise
 from helpers.exercises.guard import LearnerError, run_learner
 from helpers.exercises.result import CheckResult, failed, passed
@@ -34,6 +34,16 @@ HINTS = (
 )
 
 
+Losses = Callable[[torch.Tensor, torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]
+
+
+def checker_losses(o1: torch.Tensor, o2: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Two losses sharing both outputs, deliberately asymmetric: swapping o1 and o2 changes them."""
+    l1 = (o1 - o2).pow(2).mean() + (o1 - 1).pow(2).mean()
+    l2 = (o2 - 0.5 * o1).pow(2).mean() + (o2 + 1).pow(2).mean()
+    return l1, l2
+
+
 class RecordingSGD(torch.optim.Optimizer):
     """Plain SGD that remembers, for every ``step()``, the gradients it was stepped with."""
 
@@ -41,15 +51,20 @@ class RecordingSGD(torch.optim.Optimizer):
         super().__init__(params, {"lr": lr})
         self.records: List[List[Optional[torch.Tensor]]] = []
 
-    @torch.no_grad()
-    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
         grads: List[Optional[torch.Tensor]] = []
-        for group in self.param_groups:
-            for param in group["params"]:
-                grads.append(None if param.grad is None else param.grad.detach().clone())
-                if param.grad is not None:
-                    param.add_(param.grad, alpha=-group["lr"])
+        with torch.no_grad():
+            for group in self.param_groups:
+                for param in group["params"]:
+                    grads.append(None if param.grad is None else param.grad.detach().clone())
+                    if param.grad is not None:
+                        param.add_(param.grad, alpha=-group["lr"])
         self.records.append(grads)
+        return loss
 
 
 def _gradients(loss: torch.Tensor, model: nn.Module) -> List[torch.Tensor]:
@@ -57,10 +72,11 @@ def _gradients(loss: torch.Tensor, model: nn.Module) -> List[torch.Tensor]:
     return [torch.zeros_like(p) if g is None else g for p, g in zip(model.parameters(), grads)]
 
 
-def _candidates(m1: nn.Module, m2: nn.Module, x1: torch.Tensor, x2: torch.Tensor) -> Dict[str, List[torch.Tensor]]:
+def _candidates(m1: nn.Module, m2: nn.Module, x1: torch.Tensor, x2: torch.Tensor,
+                losses: Losses) -> Dict[str, List[torch.Tensor]]:
     """Every gradient a model could plausibly be stepped with, computed on copies at the current parameters."""
     c1, c2 = copy.deepcopy(m1), copy.deepcopy(m2)
-    l1, l2 = two_losses(c1(x1), c2(x2))
+    l1, l2 = losses(c1(x1), c2(x2))
     return {"L1->M1": _gradients(l1, c1), "L2->M1": _gradients(l2, c1), "sum->M1": _gradients(l1 + l2, c1),
             "L1->M2": _gradients(l1, c2), "L2->M2": _gradients(l2, c2), "sum->M2": _gradients(l1 + l2, c2)}
 
@@ -75,12 +91,23 @@ def _plus(first: Sequence[torch.Tensor], second: Sequence[Optional[torch.Tensor]
     return [a + (torch.zeros_like(a) if b is None else b) for a, b in zip(first, second)]
 
 
+def _flat(grads: Sequence[Optional[torch.Tensor]], like: Sequence[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([(torch.zeros_like(e) if g is None else g).flatten() for g, e in zip(grads, like)])
+
+
 def _diagnose(model: str, recorded: List[Optional[torch.Tensor]], cand: Dict[str, List[torch.Tensor]],
-              previous: Optional[List[Optional[torch.Tensor]]], step: int) -> str:
+              previous: Optional[List[Optional[torch.Tensor]]], previous_own: Optional[List[torch.Tensor]],
+              gradient_computed: bool, step: int) -> str:
     own, other = ("L1", "L2") if model == "M1" else ("L2", "L1")
     if all(g is None or not bool(g.abs().sum()) for g in recorded):
+        if gradient_computed:
+            return (f"On step {step}, a gradient for {model} was computed, but .grad was empty when its optimizer "
+                    "stepped: call zero_grad() before backward(), and step() after it.")
         return (f"On step {step}, {model} was stepped with no gradient at all. Did a detach cut {model}'s own "
                 f"output out of {own}? Detach only the other model's output.")
+    if previous_own is not None and _same(recorded, previous_own):
+        return (f"On step {step}, {model} was stepped with the previous step's gradient: compute this step's "
+                "gradients before stepping.")
     if _same(recorded, cand[f"sum->{model}"]):
         return (f"On step {step}, {model} was stepped with the gradient of L1 + L2, not of {own}: backward() on "
                 f"both losses adds both into every model they reach - the copied fix and the summed loss do this. "
@@ -92,8 +119,13 @@ def _diagnose(model: str, recorded: List[Optional[torch.Tensor]], cand: Dict[str
                                  or _same(recorded, _plus(cand[f"sum->{model}"], previous))):
         return (f"On step {step}, {model}'s gradient still contained the previous step's: gradients pile up. "
                 "Call zero_grad() on both optimizers at the start of each step.")
+    expected = cand[f"{own}->{model}"]
+    factor = scale_factor(_flat(recorded, expected), _flat(expected, expected))
+    if factor is not None:
+        return (f"On step {step}, {model} was stepped with {factor:.3g} times the gradient of {own}. "
+                "Did you scale the loss, clip the gradient, or average it?")
     return (f"On step {step}, {model}'s gradient differs from the gradient of {own} at the current parameters. "
-            "Compute both gradients before either model changes.")
+            "Compute both gradients before either model changes, and use the losses you are given.")
 
 
 def _run_step(step_function: Callable[..., Any], step: int, *args: Any) -> None:
@@ -110,37 +142,62 @@ def _run_step(step_function: Callable[..., Any], step: int, *args: Any) -> None:
         raise
 
 
-def check_two_model_step(step_function: Callable[..., Any]) -> CheckResult:
-    """Run the learner's step for several consecutive steps and compare each recorded gradient."""
+def _check_with(step_function: Callable[..., Any], losses: Losses) -> Optional[str]:
+    """Run the learner's step for several consecutive steps with ``losses``; the diagnosis, or None if right."""
     m1, m2 = make_two_models(seed=31)
     opt1, opt2 = RecordingSGD(m1.parameters()), RecordingSGD(m2.parameters())
     previous: Dict[str, Optional[List[Optional[torch.Tensor]]]] = {"M1": None, "M2": None}
+    previous_cand: Optional[Dict[str, List[torch.Tensor]]] = None
     for step in range(1, STEPS + 1):
         x1, x2 = make_inputs(seed=31 + step)
-        cand = _candidates(m1, m2, x1, x2)
+        cand = _candidates(m1, m2, x1, x2, losses)
         counts = (len(opt1.records), len(opt2.records))
         before = [p.detach().clone() for p in (*m1.parameters(), *m2.parameters())]
-        _run_step(step_function, step, m1, m2, opt1, opt2, x1, x2, two_losses)
+        computed: set = set()  # models for which some backward computed a gradient this step
+        hooks = [p.register_hook(lambda grad, model=model: computed.add(model))
+                 for model, network in (("M1", m1), ("M2", m2)) for p in network.parameters()]
+        try:
+            _run_step(step_function, step, m1, m2, opt1, opt2, x1, x2, losses)
+        finally:
+            for hook in hooks:
+                hook.remove()
         for model, optimizer, count in (("M1", opt1, counts[0]), ("M2", opt2, counts[1])):
             calls = len(optimizer.records) - count
             if calls != 1:
                 what = "never stepped" if calls == 0 else f"stepped {calls} times"
-                return failed(EXERCISE_ID, f"On step {step}, {model}'s optimizer was {what}; "
-                                           "each step should step each optimizer exactly once.")
+                return f"On step {step}, {model}'s optimizer was {what}; each step should step each optimizer exactly once."
         expected_after = [b - LEARNING_RATE * (torch.zeros_like(b) if g is None else g)
                           for b, g in zip(before, opt1.records[-1] + opt2.records[-1])]
         actual_after = [p.detach() for p in (*m1.parameters(), *m2.parameters())]
         if not all(close(a, e) for a, e in zip(actual_after, expected_after)):
-            return failed(EXERCISE_ID, f"On step {step}, the parameters changed other than through the optimizers' "
-                                       "step(). Change weights only with opt.step().")
+            return (f"On step {step}, the parameters changed other than through the optimizers' step(). "
+                    "Change weights only with opt.step().")
         for model, optimizer in (("M1", opt1), ("M2", opt2)):
             own = "L1" if model == "M1" else "L2"
             recorded = optimizer.records[-1]
             if not _same(recorded, cand[f"{own}->{model}"]):
-                return failed(EXERCISE_ID, _diagnose(model, recorded, cand, previous[model], step))
+                previous_own = previous_cand[f"{own}->{model}"] if previous_cand is not None else None
+                return _diagnose(model, recorded, cand, previous[model], previous_own, model in computed, step)
             previous[model] = recorded
-    return passed(EXERCISE_ID, f"For {STEPS} consecutive steps, M1 was stepped with exactly the gradient of L1 and "
-                               "M2 with exactly the gradient of L2, both taken before either model changed.")
+        previous_cand = cand
+    return None
+
+
+LOSS_PAIRS: Dict[str, Losses] = {
+    "losses that share one term (the course's two_losses)": two_losses,
+    "asymmetric losses (swapping o1 and o2 changes them)": checker_losses,
+}
+
+
+def check_two_model_step(step_function: Callable[..., Any]) -> CheckResult:
+    """Run the learner's step on two pairs of losses, each for several consecutive steps, and compare gradients."""
+    for description, losses in LOSS_PAIRS.items():
+        diagnosis = _check_with(step_function, losses)
+        if diagnosis is not None:
+            return failed(EXERCISE_ID, f"With {description}: {diagnosis}")
+    return passed(EXERCISE_ID, f"For {STEPS} consecutive steps, with two different pairs of losses, M1 was stepped "
+                               "with exactly the gradient of L1 and M2 with exactly the gradient of L2, both taken "
+                               "before either model changed.")
 
 
 EXERCISE = Exercise(
