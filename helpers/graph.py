@@ -15,12 +15,13 @@ import shutil
 import subprocess
 import sys
 import types
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 
 from helpers.display import card_html, pre_html
+from helpers.saved import graph_nodes
 
 INSTALL_GRAPHVIZ = (
     "Install graphviz's `dot` program to see pictures: "
@@ -103,38 +104,38 @@ def _as_tuple(outputs: Outputs) -> Tuple[torch.Tensor, ...]:
     return (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
 
 
-def graph_as_text(outputs: Outputs, params: Optional[Mapping[str, torch.Tensor]] = None) -> str:
-    """The autograd graph as numbered lines: each node, and the nodes it passes gradients to."""
+def graph_as_text(
+    outputs: Outputs,
+    params: Optional[Mapping[str, torch.Tensor]] = None,
+    tag: Optional[Callable[[Any], str]] = None,
+    notes: Optional[Callable[[Any], List[str]]] = None,
+) -> str:
+    """The autograd graph as numbered lines: each node, and the nodes it passes gradients to.
+
+    Args:
+        outputs: the tensors whose graph to show.
+        params: parameters by name, to label the leaves.
+        tag: optional text shown in brackets after each node (e.g. the model or loss it belongs to).
+        notes: optional extra lines under each node (e.g. its saved tensors).
+    """
     param_names = {id(p): name for name, p in (params or {}).items()}
-    numbers: Dict[int, int] = {}
-    order: List[Any] = []
-
-    def number(fn: Any) -> int:
-        if id(fn) not in numbers:
-            numbers[id(fn)] = len(order) + 1
-            order.append(fn)
-        return numbers[id(fn)]
-
+    nodes = graph_nodes(outputs)
+    numbers = {id(node): index for index, node in enumerate(nodes, 1)}
     roots = [t.grad_fn for t in _as_tuple(outputs) if t.grad_fn is not None]
-    for root in roots:
-        number(root)
     output_labels = {id(root): f"  (output {i})" for i, root in enumerate(roots, 1)}
     lines = []
-    index = 0
-    while index < len(order):
-        fn = order[index]
-        index += 1
-        label = type(fn).__name__
-        variable = getattr(fn, "variable", None)
+    for node in nodes:
+        label = type(node).__name__
+        variable = getattr(node, "variable", None)
         if variable is not None:
-            name = param_names.get(id(variable), "leaf")
-            label += f"  {name} {list(variable.shape)}"
-        children = [number(child) for child, _ in fn.next_functions if child is not None]
-        arrow = "  -> " + ", ".join(f"[{c}]" for c in children) if children else ""
-        lines.append(f"[{numbers[id(fn)]}] {label}{output_labels.get(id(fn), '')}{arrow}")
-    if not lines:
-        return "(no graph: these tensors have no grad_fn)"
-    return "\n".join(lines)
+            label += f"  {param_names.get(id(variable), 'leaf')} {list(variable.shape)}"
+        if tag is not None:
+            label += f"  ({tag(node)})"
+        children = [f"[{numbers[id(child)]}]" for child, _ in node.next_functions if child is not None]
+        arrow = f"  -> {', '.join(children)}" if children else ""
+        lines.append(f"[{numbers[id(node)]}] {label}{output_labels.get(id(node), '')}{arrow}")
+        lines += [f"      {note}" for note in (notes(node) if notes is not None else [])]
+    return "\n".join(lines) if lines else "(no graph: these tensors have no grad_fn)"
 
 
 class GraphPicture:

@@ -2,10 +2,12 @@
 
 Reading ``grad_fn._saved_<name>`` checks the tensor: it raises error 1 when a backward pass freed it and
 error 2 when it was changed in place after saving. ``grad_fn._raw_saved_<name>.data`` reads it without
-checks (None once freed), which tells us which parameter a stale tensor belongs to.
+checks (None once freed) on newer torch, which tells us which parameter a stale tensor belongs to; on older
+torch (2.4-2.6) we match the parameter by its version and shape instead.
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
@@ -76,9 +78,9 @@ def graph_nodes(outputs: Outputs) -> List[Any]:
     roots = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
     order: List[Any] = []
     seen = set()
-    queue = [t.grad_fn for t in roots if t.grad_fn is not None]
+    queue = deque(t.grad_fn for t in roots if t.grad_fn is not None)
     while queue:
-        node = queue.pop(0)
+        node = queue.popleft()
         if id(node) in seen:
             continue
         seen.add(id(node))

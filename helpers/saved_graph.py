@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import torch
 
-from helpers.graph import GraphPicture, dot_available, INSTALL_GRAPHVIZ
+from helpers.graph import INSTALL_GRAPHVIZ, GraphPicture, dot_available, graph_as_text
 from helpers.saved import SavedTensor, State, graph_nodes, model_of_nodes, saved_tensors_of
 
 # Each model is a labelled box (a cluster), so models read without color; each node's fill says which losses reach it.
@@ -70,21 +70,6 @@ def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str]) -> 
             legend.edge(upper, lower, style="invis")
 
 
-def _text_form(
-    nodes: Sequence[Any], saved_by_node: Dict[int, List[SavedTensor]], tags: Dict[int, str], param_names: Dict[int, str]
-) -> str:
-    numbers = {id(node): index for index, node in enumerate(nodes, 1)}
-    lines = []
-    for node in nodes:
-        children = [f"[{numbers[id(child)]}]" for child, _ in node.next_functions if child is not None]
-        variable = getattr(node, "variable", None)
-        shape = f" {param_names.get(id(variable), 'leaf')} {list(variable.shape)}" if variable is not None else ""
-        arrow = f"  -> {', '.join(children)}" if children else ""
-        lines.append(f"[{numbers[id(node)]}] {type(node).__name__}{shape}  ({tags[id(node)]}){arrow}")
-        lines += [f"      saved {_saved_label(s).replace(chr(10), ', ')}" for s in saved_by_node.get(id(node), [])]
-    return "\n".join(lines) if lines else "(no graph: these tensors have no grad_fn)"
-
-
 def draw_saved_graph(
     losses: Mapping[str, torch.Tensor],
     model_outputs: Optional[Mapping[str, torch.Tensor]] = None,
@@ -109,7 +94,10 @@ def draw_saved_graph(
     param_names = {id(p): name for name, p in params.items()}
     saved_by_node = {id(node): saved_tensors_of(node, params) for node in nodes} if show_saved else {}
     tags = {id(n): model_of.get(id(n)) or " & ".join(losses_of[id(n)]) or "?" for n in nodes}
-    text = _text_form(nodes, saved_by_node, tags, param_names)
+    text = graph_as_text(
+        list(losses.values()), params, tag=lambda node: tags[id(node)],
+        notes=lambda node: [f"saved {_saved_label(s).replace(chr(10), ', ')}" for s in saved_by_node.get(id(node), [])],
+    )
     try:
         import graphviz
     except ImportError:
