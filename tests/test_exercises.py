@@ -379,6 +379,130 @@ def step_disabling_grad(m1, m2, opt1, opt2, x1, x2, losses):
     raise RuntimeError("oops")
 
 
+# chained_amp_step
+def _chain_losses(tenc, unet, x, target, mask):
+    import torch.nn.functional as F
+
+    with torch.autocast(x.device.type):
+        loss = F.mse_loss(unet(tenc(x)), target, reduction="none")
+        return loss.mean(), (loss * mask).mean()
+
+
+def amp_step_unet_backward_first(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    opt_tenc.zero_grad()
+    opt_unet.zero_grad()
+    loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
+    scaler.scale(loss_unet).backward(retain_graph=True, inputs=list(unet.parameters()))
+    scaler.scale(loss_tenc).backward(inputs=list(tenc.parameters()))
+    scaler.step(opt_tenc)
+    scaler.step(opt_unet)
+    scaler.update()
+
+
+def amp_step_tenc_stepped_early(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    opt_tenc.zero_grad()
+    opt_unet.zero_grad()
+    loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
+    scaler.scale(loss_tenc).backward(retain_graph=True, inputs=list(tenc.parameters()))
+    scaler.unscale_(opt_tenc)
+    scaler.step(opt_tenc)                      # safe: unet's backward never visits tenc
+    scaler.scale(loss_unet).backward(inputs=list(unet.parameters()))
+    scaler.step(opt_unet)
+    scaler.update()
+
+
+def amp_step_autograd_grad(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
+    grads_tenc = torch.autograd.grad(scaler.scale(loss_tenc), list(tenc.parameters()), retain_graph=True)
+    grads_unet = torch.autograd.grad(scaler.scale(loss_unet), list(unet.parameters()))
+    for p, g in zip([*tenc.parameters(), *unet.parameters()], [*grads_tenc, *grads_unet]):
+        p.grad = g
+    scaler.step(opt_tenc)
+    scaler.step(opt_unet)
+    scaler.update()
+
+
+def amp_step_as_widely_shared(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
+    scaler.scale(loss_tenc).backward(inputs=list(tenc.parameters()))
+    scaler.unscale_(opt_tenc)
+    scaler.step(opt_tenc)
+    opt_tenc.zero_grad(set_to_none=True)
+    scaler.scale(loss_unet).backward(inputs=list(unet.parameters()))
+    scaler.unscale_(opt_unet)
+    scaler.step(opt_unet)
+    opt_unet.zero_grad(set_to_none=True)
+    scaler.update()
+
+
+def amp_step_summed(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    opt_tenc.zero_grad()
+    opt_unet.zero_grad()
+    loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
+    scaler.scale(loss_tenc + loss_unet).backward()
+    scaler.step(opt_tenc)
+    scaler.step(opt_unet)
+    scaler.update()
+
+
+def amp_step_mixing(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    opt_tenc.zero_grad()
+    opt_unet.zero_grad()
+    loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
+    scaler.scale(loss_tenc).backward(retain_graph=True)
+    scaler.scale(loss_unet).backward()
+    scaler.step(opt_tenc)
+    scaler.step(opt_unet)
+    scaler.update()
+
+
+def amp_step_swapped(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    opt_tenc.zero_grad()
+    opt_unet.zero_grad()
+    loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
+    scaler.scale(loss_unet).backward(retain_graph=True, inputs=list(tenc.parameters()))
+    scaler.scale(loss_tenc).backward(inputs=list(unet.parameters()))
+    scaler.step(opt_tenc)
+    scaler.step(opt_unet)
+    scaler.update()
+
+
+def amp_step_without_zero_grad(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
+    scaler.scale(loss_tenc).backward(retain_graph=True, inputs=list(tenc.parameters()))
+    scaler.scale(loss_unet).backward(inputs=list(unet.parameters()))
+    scaler.step(opt_tenc)
+    scaler.step(opt_unet)
+    scaler.update()
+
+
+def amp_step_without_update(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    opt_tenc.zero_grad()
+    opt_unet.zero_grad()
+    loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
+    scaler.scale(loss_tenc).backward(retain_graph=True, inputs=list(tenc.parameters()))
+    scaler.scale(loss_unet).backward(inputs=list(unet.parameters()))
+    scaler.step(opt_tenc)
+    scaler.step(opt_unet)
+
+
+def amp_step_updating_twice(*args):
+    amp_step_unet_backward_first(*args)
+    args[4].update()
+
+
+def amp_step_raises(*args):
+    raise RuntimeError("oops")
+
+
+def amp_step_forgets_unet(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    opt_tenc.zero_grad()
+    loss_tenc, _ = _chain_losses(tenc, unet, x, target, mask)
+    scaler.scale(loss_tenc).backward(inputs=list(tenc.parameters()))
+    scaler.step(opt_tenc)
+    scaler.update()
+
+
 OTHER_CORRECT = {
     "head_weight_grad": [backward_and_clone, backward_restricted_to_the_weight],
     "parameters_reached": [reached_via_autograd_grad, reached_recursively],
@@ -386,6 +510,7 @@ OTHER_CORRECT = {
     "bumps_per_step": [bumps_on_a_linear_layer, bumps_over_two_steps_halved],
     "two_model_step": [step_with_autograd_grad, step_with_detach, step_l2_first_two_forwards,
                        step_early_step_restricted, step_with_closures],
+    "chained_amp_step": [amp_step_unet_backward_first, amp_step_tenc_stepped_early, amp_step_autograd_grad],
 }
 
 
@@ -523,6 +648,17 @@ WRONG_ANSWERS = {
         (step_with_half_the_loss, "0.5 times the gradient"),
         (step_with_last_steps_gradients, "previous step's gradient"),
         (step_disabling_grad, "raised RuntimeError: oops"),
+    ],
+    "chained_amp_step": [
+        (amp_step_as_widely_shared, "runs through unet"),
+        (amp_step_summed, "gradient of loss_tenc + loss_unet"),
+        (amp_step_mixing, "gradient of loss_tenc + loss_unet"),
+        (amp_step_swapped, "ownership is swapped"),
+        (amp_step_without_zero_grad, "still held the previous step's"),
+        (amp_step_without_update, "scaler.update() was called 0 times"),
+        (amp_step_updating_twice, "ran twice in one step"),
+        (amp_step_forgets_unet, "unet's optimizer was never stepped"),
+        (amp_step_raises, "raised RuntimeError: oops"),
     ],
 }
 

@@ -1,7 +1,7 @@
 """Comparing a learner's tensor with the reference, and saying how it differs."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, List, Optional, Sequence
 
 import torch
 
@@ -13,9 +13,9 @@ def describe_value(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"[:120]
 
 
-def close(actual: torch.Tensor, expected: torch.Tensor) -> bool:
-    """Equal up to float32 round-off, after moving both to the CPU in float32."""
-    return torch.allclose(actual.detach().float().cpu(), expected.detach().float().cpu(), rtol=1e-4, atol=1e-6)
+def close(actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-4, atol: float = 1e-6) -> bool:
+    """Equal up to round-off (float32's by default), after moving both to the CPU in float32."""
+    return torch.allclose(actual.detach().float().cpu(), expected.detach().float().cpu(), rtol=rtol, atol=atol)
 
 
 def scale_factor(actual: torch.Tensor, expected: torch.Tensor) -> Optional[float]:
@@ -32,3 +32,37 @@ def scale_factor(actual: torch.Tensor, expected: torch.Tensor) -> Optional[float
 def max_difference(actual: torch.Tensor, expected: torch.Tensor) -> float:
     """The largest absolute element-wise difference."""
     return float((actual.detach().float().cpu() - expected.detach().float().cpu()).abs().max())
+
+
+def same_gradients(
+    actual: Sequence[Optional[torch.Tensor]], expected: Sequence[torch.Tensor], rtol: float = 1e-4, atol: float = 1e-6
+) -> bool:
+    """Every gradient present and close to its reference."""
+    return len(actual) == len(expected) and all(
+        a is not None and a.shape == e.shape and close(a, e, rtol, atol) for a, e in zip(actual, expected)
+    )
+
+
+def added(first: Sequence[torch.Tensor], second: Sequence[Optional[torch.Tensor]]) -> List[torch.Tensor]:
+    """Element-wise sum of two gradient lists (a missing gradient counts as zero)."""
+    return [a + (torch.zeros_like(a) if b is None else b) for a, b in zip(first, second)]
+
+
+def flattened(grads: Sequence[Optional[torch.Tensor]], like: Sequence[torch.Tensor]) -> torch.Tensor:
+    """All gradients as one vector (a missing gradient counts as zero)."""
+    return torch.cat([(torch.zeros_like(e) if g is None else g).flatten() for g, e in zip(grads, like)])
+
+
+def near_gradients(actual: Sequence[Optional[torch.Tensor]], expected: Sequence[torch.Tensor],
+                   tolerance: float) -> bool:
+    """Every gradient present, with ``|actual - expected| / |expected| < tolerance`` (norms, per tensor).
+
+    For low-precision (autocast) runs, where element-wise round-off varies with the order of operations.
+    """
+    def ok(a: torch.Tensor, e: torch.Tensor) -> bool:
+        a, e = a.detach().float().cpu(), e.detach().float().cpu()
+        return float((a - e).norm()) <= tolerance * max(float(e.norm()), 1e-12)
+
+    return len(actual) == len(expected) and all(
+        a is not None and a.shape == e.shape and ok(a, e) for a, e in zip(actual, expected)
+    )

@@ -7,13 +7,13 @@ so it compares gradients themselves, not only their effect.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
 
 from helpers.errors import KINDS
-from helpers.exercises.compare import close, scale_factor
+from helpers.exercises.compare import added, close, flattened, same_gradients, scale_factor
 from helpers.exercises.exercise import Exercise
 from helpers.exercises.guard import LearnerError, run_learner
 from helpers.exercises.result import CheckResult, failed, passed
@@ -81,20 +81,6 @@ def _candidates(m1: nn.Module, m2: nn.Module, x1: torch.Tensor, x2: torch.Tensor
             "L1->M2": _gradients(l1, c2), "L2->M2": _gradients(l2, c2), "sum->M2": _gradients(l1 + l2, c2)}
 
 
-def _same(actual: Sequence[Optional[torch.Tensor]], expected: Sequence[torch.Tensor]) -> bool:
-    return len(actual) == len(expected) and all(
-        a is not None and a.shape == e.shape and close(a, e) for a, e in zip(actual, expected)
-    )
-
-
-def _plus(first: Sequence[torch.Tensor], second: Sequence[Optional[torch.Tensor]]) -> List[torch.Tensor]:
-    return [a + (torch.zeros_like(a) if b is None else b) for a, b in zip(first, second)]
-
-
-def _flat(grads: Sequence[Optional[torch.Tensor]], like: Sequence[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([(torch.zeros_like(e) if g is None else g).flatten() for g, e in zip(grads, like)])
-
-
 def _diagnose(model: str, recorded: List[Optional[torch.Tensor]], cand: Dict[str, List[torch.Tensor]],
               previous: Optional[List[Optional[torch.Tensor]]], previous_own: Optional[List[torch.Tensor]],
               gradient_computed: bool, step: int) -> str:
@@ -105,22 +91,22 @@ def _diagnose(model: str, recorded: List[Optional[torch.Tensor]], cand: Dict[str
                     "stepped: call zero_grad() before backward(), and step() after it.")
         return (f"On step {step}, {model} was stepped with no gradient at all. Did a detach cut {model}'s own "
                 f"output out of {own}? Detach only the other model's output.")
-    if previous_own is not None and _same(recorded, previous_own):
+    if previous_own is not None and same_gradients(recorded, previous_own):
         return (f"On step {step}, {model} was stepped with the previous step's gradient: compute this step's "
                 "gradients before stepping.")
-    if _same(recorded, cand[f"sum->{model}"]):
+    if same_gradients(recorded, cand[f"sum->{model}"]):
         return (f"On step {step}, {model} was stepped with the gradient of L1 + L2, not of {own}: backward() on "
                 f"both losses adds both into every model they reach - the copied fix and the summed loss do this. "
                 f"Restrict each loss to its own model (inputs=, autograd.grad, or detach the other output).")
-    if _same(recorded, cand[f"{other}->{model}"]):
+    if same_gradients(recorded, cand[f"{other}->{model}"]):
         return (f"On step {step}, {model} was stepped with the gradient of {other} instead of {own}: the "
                 "assignment is swapped (or the detach is on the wrong output).")
-    if previous is not None and (_same(recorded, _plus(cand[f"{own}->{model}"], previous))
-                                 or _same(recorded, _plus(cand[f"sum->{model}"], previous))):
+    if previous is not None and (same_gradients(recorded, added(cand[f"{own}->{model}"], previous))
+                                 or same_gradients(recorded, added(cand[f"sum->{model}"], previous))):
         return (f"On step {step}, {model}'s gradient still contained the previous step's: gradients pile up. "
                 "Call zero_grad() on both optimizers at the start of each step.")
     expected = cand[f"{own}->{model}"]
-    factor = scale_factor(_flat(recorded, expected), _flat(expected, expected))
+    factor = scale_factor(flattened(recorded, expected), flattened(expected, expected))
     if factor is not None:
         return (f"On step {step}, {model} was stepped with {factor:.3g} times the gradient of {own}. "
                 "Did you scale the loss, clip the gradient, or average it?")
@@ -175,7 +161,7 @@ def _check_with(step_function: Callable[..., Any], losses: Losses) -> Optional[s
         for model, optimizer in (("M1", opt1), ("M2", opt2)):
             own = "L1" if model == "M1" else "L2"
             recorded = optimizer.records[-1]
-            if not _same(recorded, cand[f"{own}->{model}"]):
+            if not same_gradients(recorded, cand[f"{own}->{model}"]):
                 previous_own = previous_cand[f"{own}->{model}"] if previous_cand is not None else None
                 return _diagnose(model, recorded, cand, previous[model], previous_own, model in computed, step)
             previous[model] = recorded

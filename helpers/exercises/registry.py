@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Dict
 
-from helpers.exercises import lesson00, lesson01, lesson02, lesson03, lesson04
+from helpers.exercises import lesson00, lesson01, lesson02, lesson03, lesson04, lesson05
 from helpers.exercises.exercise import Exercise
 
 EXERCISES: Dict[str, Exercise] = {
-    module.EXERCISE.id: module.EXERCISE for module in (lesson00, lesson01, lesson02, lesson03, lesson04)
+    module.EXERCISE.id: module.EXERCISE for module in (lesson00, lesson01, lesson02, lesson03, lesson04, lesson05)
 }
 
 
