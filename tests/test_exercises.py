@@ -491,6 +491,64 @@ def amp_step_updating_twice(*args):
     args[4].update()
 
 
+def amp_step_unet_stepped_first(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    opt_tenc.zero_grad()
+    opt_unet.zero_grad()
+    loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
+    scaler.scale(loss_unet).backward(retain_graph=True, inputs=list(unet.parameters()))
+    scaler.step(opt_unet)                      # too early: tenc's backward passes through unet
+    scaler.scale(loss_tenc).backward(inputs=list(tenc.parameters()))
+    scaler.step(opt_tenc)
+    scaler.update()
+
+
+def amp_step_without_autocast(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    import torch.nn.functional as F
+
+    opt_tenc.zero_grad()
+    opt_unet.zero_grad()
+    loss = F.mse_loss(unet(tenc(x)), target, reduction="none")
+    loss_tenc, loss_unet = loss.mean(), (loss * mask).mean()
+    scaler.scale(loss_tenc).backward(retain_graph=True, inputs=list(tenc.parameters()))
+    scaler.scale(loss_unet).backward(inputs=list(unet.parameters()))
+    scaler.step(opt_tenc)
+    scaler.step(opt_unet)
+    scaler.update()
+
+
+def amp_step_bypassing_the_scaler_for_unet(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    opt_tenc.zero_grad()
+    opt_unet.zero_grad()
+    loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
+    scaler.scale(loss_tenc).backward(retain_graph=True, inputs=list(tenc.parameters()))
+    scaler.scale(loss_unet).backward(inputs=list(unet.parameters()))
+    scaler.step(opt_tenc)
+    opt_unet.step()
+    scaler.update()
+
+
+def amp_step_update_between_steps(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    opt_tenc.zero_grad()
+    opt_unet.zero_grad()
+    loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
+    scaler.scale(loss_tenc).backward(retain_graph=True, inputs=list(tenc.parameters()))
+    scaler.scale(loss_unet).backward(inputs=list(unet.parameters()))
+    scaler.step(opt_tenc)
+    scaler.update()
+    scaler.step(opt_unet)
+
+
+def amp_step_half_loss(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    opt_tenc.zero_grad()
+    opt_unet.zero_grad()
+    loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
+    scaler.scale(loss_tenc / 2).backward(retain_graph=True, inputs=list(tenc.parameters()))
+    scaler.scale(loss_unet).backward(inputs=list(unet.parameters()))
+    scaler.step(opt_tenc)
+    scaler.step(opt_unet)
+    scaler.update()
+
+
 def amp_step_raises(*args):
     raise RuntimeError("oops")
 
@@ -656,9 +714,14 @@ WRONG_ANSWERS = {
         (amp_step_swapped, "ownership is swapped"),
         (amp_step_without_zero_grad, "still held the previous step's"),
         (amp_step_without_update, "scaler.update() was called 0 times"),
-        (amp_step_updating_twice, "ran twice in one step"),
+        (amp_step_updating_twice, "a second update() in one step"),
         (amp_step_forgets_unet, "unet's optimizer was never stepped"),
         (amp_step_raises, "raised RuntimeError: oops"),
+        (amp_step_unet_stepped_first, "unet was stepped before tenc's backward"),
+        (amp_step_without_autocast, "ran without autocast"),
+        (amp_step_bypassing_the_scaler_for_unet, "still multiplied by the scaler's scale"),
+        (amp_step_update_between_steps, "before both optimizers had stepped"),
+        (amp_step_half_loss, "0.5 times the gradient"),
     ],
 }
 
