@@ -19,6 +19,8 @@ from typing import Dict, List, Optional, Sequence
 
 import nbformat
 
+from helpers import release as course_release
+from helpers.launch_cells import readme_with_badges, with_badges, badges_markdown, with_launch_cells
 from helpers.solution_markers import MarkerError, has_marker_text, split_cell
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -91,16 +93,44 @@ def _notebook_text(notebook: nbformat.NotebookNode) -> str:
     return nbformat.writes(notebook, version=4) + "\n"
 
 
+def _student_with_launch_cells(
+    student: nbformat.NotebookNode, release: course_release.Release, student_path: str
+) -> nbformat.NotebookNode:
+    student = with_launch_cells(student, release, student_path)
+    student.metadata["course"]["source_hash"] = source_hash(student)
+    return student
+
+
+def _readme(root: Path, release: course_release.Release, stems: List[str]) -> Optional[str]:
+    readme_path = root / "README.md"
+    if not readme_path.exists():
+        return None
+    readme = readme_with_badges(readme_path.read_text(encoding="utf-8"), release, "notebooks", stems)
+    return with_badges(readme, badges_markdown(release, "notebooks/00_start_here.ipynb"))
+
+
 def build(root: Path) -> Dict[Path, str]:
-    """Every generated file under ``root``, as path -> text."""
+    """Every generated file under ``root``, as path -> text.
+
+    That is the student copies, the exercises' solutions file, and the parts generated from release.json:
+    the badges and Colab set-up cell in each solution notebook, and the README's badges.
+    """
     outputs: Dict[Path, str] = {}
     solutions: Dict[str, dict] = {}
-    for solution_file in sorted((root / "solutions").glob("*.ipynb")):
+    release = course_release.load(root)
+    solution_files = sorted((root / "solutions").glob("*.ipynb"))
+    for solution_file in solution_files:
         relative = solution_file.relative_to(root).as_posix()
         solution = nbformat.read(str(solution_file), as_version=4)
+        solution = with_launch_cells(solution, release, relative)
+        outputs[solution_file] = _notebook_text(solution)
         student = make_student_notebook(solution, relative, solutions)
-        outputs[root / "notebooks" / solution_file.name] = _notebook_text(student)
+        student_path = f"notebooks/{solution_file.name}"
+        outputs[root / student_path] = _notebook_text(_student_with_launch_cells(student, release, student_path))
     outputs[root / SOLUTIONS_JSON] = json.dumps(solutions, indent=1, sort_keys=True) + "\n"
+    readme = _readme(root, release, [path.stem for path in solution_files])
+    if readme is not None:
+        outputs[root / "README.md"] = readme
     return outputs
 
 
@@ -138,7 +168,7 @@ def write(root: Path, force: bool) -> List[str]:
     refused = [
         path
         for path in outputs
-        if path.suffix == ".ipynb" and path.exists() and learner_edited(path)
+        if path.parent == root / "notebooks" and path.exists() and learner_edited(path)
         and path.read_text(encoding="utf-8") != outputs[path]
     ]
     if refused and not force:
@@ -148,6 +178,8 @@ def write(root: Path, force: bool) -> List[str]:
         backup.write_bytes(path.read_bytes())
         print(f"kept your edited copy as {backup.relative_to(root)}")
     for path, text in outputs.items():
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            continue  # unchanged: keep its timestamp
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return []
@@ -180,10 +212,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if problems:
                 print("Run `python -m helpers.generate` and commit the result.", file=sys.stderr)
                 return 1
-            print("notebooks/ is up to date with solutions/")
+            print("notebooks/ is up to date with solutions/, and badges and set-up cells with release.json")
             return 0
         refused = write(root, args.force)
-    except MarkerError as error:
+    except (MarkerError, course_release.ReleaseError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if refused:
@@ -192,7 +224,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"  {path}", file=sys.stderr)
         print("Save your work elsewhere, or rerun with --force (your copy is kept as a .bak file).", file=sys.stderr)
         return 1
-    print("wrote notebooks/ and helpers/exercises/solutions.json")
+    print("wrote notebooks/, helpers/exercises/solutions.json, and the launch cells and badges from release.json")
     return 0
 
 

@@ -15,6 +15,10 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).parent / "fixtures" / "generator"
 
 
+def _index_of_cell_containing(notebook: nbformat.NotebookNode, text: str) -> int:
+    return next(index for index, cell in enumerate(notebook.cells) if text in cell.source)
+
+
 @pytest.fixture
 def course(tmp_path):
     """A tiny course folder holding the demo solution notebook."""
@@ -63,7 +67,8 @@ def test_an_edited_student_copy_is_not_overwritten_unless_forced(course, capsys)
     generate.main(["--root", str(course)])
     student = course / "notebooks" / "99_demo.ipynb"
     notebook = nbformat.read(str(student), as_version=4)
-    notebook.cells[2].source = notebook.cells[2].source.replace('raise NotImplementedError("your code here")', "return x + x")
+    stub = notebook.cells[_index_of_cell_containing(notebook, "NotImplementedError")]
+    stub.source = stub.source.replace('raise NotImplementedError("your code here")', "return x + x")
     nbformat.write(notebook, str(student))
     edited = student.read_text()
     solution = course / "solutions" / "99_demo.ipynb"
@@ -141,7 +146,7 @@ def test_markers_in_markdown_and_duplicate_exercises_are_errors(course):
     notebook.cells.append(nbformat.v4.new_markdown_cell("# BEGIN SOLUTION\nsecret\n# END SOLUTION"))
     nbformat.write(notebook, str(path))
     assert generate.main(["--root", str(course)]) == 2
-    notebook.cells[-1] = nbformat.v4.new_code_cell(notebook.cells[2].source)
+    notebook.cells[-1] = nbformat.v4.new_code_cell(notebook.cells[_index_of_cell_containing(notebook, "# EXERCISE")].source)
     nbformat.write(notebook, str(path))
     with pytest.raises(MarkerError, match="already has a solution cell"):
         generate.build(course)

@@ -2,10 +2,16 @@
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 from enum import Enum
 
 from helpers.display import card_html
+
+
+def _inline_code(escaped_line: str) -> str:
+    """Markdown-style `code` spans of an already escaped line as <code> elements."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped_line)
 
 
 class Status(str, Enum):
@@ -51,7 +57,8 @@ class CheckResult:
         return f"CheckResult({self.exercise_id!r}, {self.status.value!r}, {self.message!r})"
 
     def _repr_html_(self) -> str:
-        body = "<br>".join(html.escape(line) for line in self.message.splitlines())
+        """A card: the status as title, the message with `code` in monospace."""
+        body = "<br>".join(_inline_code(html.escape(line)) for line in self.message.splitlines())
         return card_html(self._title(), f"<div>{body}</div>", accent=_LOOK[self.status][1])
 
 

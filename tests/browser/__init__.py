@@ -1,0 +1,1 @@
+"""Real-browser tests: the course notebooks run in JupyterLab, driven in Chromium by Playwright."""

@@ -1,0 +1,156 @@
+"""What must be true of a notebook after Run All in JupyterLab; each check returns the problems it found.
+
+A check returns a list of sentences, empty when all is well, so a test can assert ``not problems`` and
+print every problem at once, and the negative test can assert that a broken notebook produces some.
+"""
+from __future__ import annotations
+
+import re
+from typing import List
+
+from helpers.errors import get_kind
+from helpers.exercises.result import CheckResult, Status
+from tests.browser.lab_page import NotebookRun
+from tests.browser.notebook_expectations import NotebookExpectations
+
+STDERR_MIME = "application/vnd.jupyter.stderr"
+ERROR_CARD_TITLE = "Expected error reproduced"
+PREDICT_ANSWER_MARKER = "You chose"
+HINT_BUTTON_PREFIX = "Show hint 1 of"
+
+
+def _excerpt(text: str, limit: int = 600) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit // 2] + " [...] " + text[-limit // 2:]
+
+
+def structure_problems(run: NotebookRun, expected: NotebookExpectations) -> List[str]:
+    """The browser shows the notebook we read, with every cell in the DOM, and Run All ended."""
+    problems = []
+    if run.windowing_mode != "none":
+        problems.append(f"notebook windowing is {run.windowing_mode!r}, not 'none': cells may be missing from the DOM")
+    if run.open_documents != 1:
+        problems.append(f"JupyterLab has {run.open_documents} documents open, not just this notebook")
+    if len(run.cells) != expected.cell_count:
+        problems.append(f"JupyterLab shows {len(run.cells)} cells, the file has {expected.cell_count}")
+    if not run.finished:
+        problems.append(f"Run All did not finish in time (kernel {run.kernel_status})")
+    return problems
+
+
+def unfinished_cells(run: NotebookRun, expected: NotebookExpectations) -> List[str]:
+    """Code cells without a numeric execution count after Run All (not run, or still running)."""
+    problems = []
+    for index in expected.code_cells:
+        cell = run.cell(index)
+        if not isinstance(cell.execution_count, int):
+            problems.append(f"cell {index} did not run (prompt {cell.prompt or '[ ]'}): {_excerpt(cell.source, 120)}")
+    return problems
+
+
+def unexpected_errors(run: NotebookRun) -> List[str]:
+    """Error outputs, and stderr holding a traceback, in the notebook model or in the page."""
+    problems = []
+    for cell in run.cells:
+        for output in cell.outputs:
+            if output.get("output_type") == "error":
+                traceback = "\n".join(output.get("traceback", []))
+                problems.append(f"cell {cell.index} raised {output.get('ename')}: {output.get('evalue')}\n"
+                                f"{_excerpt(_strip_ansi(traceback))}")
+            elif output.get("output_type") == "stream" and output.get("name") == "stderr":
+                text = "".join(output.get("text", ""))
+                if "Traceback" in text:
+                    problems.append(f"cell {cell.index} printed a traceback to stderr:\n{_excerpt(text)}")
+        for rendered in cell.rendered:
+            if rendered["mime"] == STDERR_MIME and "Traceback" in (rendered["text"] or ""):
+                problems.append(f"cell {cell.index} shows a traceback in the page:\n{_excerpt(rendered['text'])}")
+    return problems
+
+
+def _strip_ansi(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def missing_error_explanations(run: NotebookRun, expected: NotebookExpectations) -> List[str]:
+    """Every displayed expect_error shows its card; a course error kind also its explanation and notebook."""
+    problems = []
+    for index in sorted({card.cell_index for card in expected.error_cards}):
+        cards = [card for card in expected.error_cards if card.cell_index == index]
+        shown = run.cell(index).shown_text
+        if shown.count(ERROR_CARD_TITLE) < len(cards):
+            problems.append(f"cell {index} shows {shown.count(ERROR_CARD_TITLE)} '{ERROR_CARD_TITLE}' "
+                            f"card(s), its source displays {len(cards)}; it shows:\n{_excerpt(shown)}")
+            continue
+        for card in cards:
+            if card.kind is None:
+                if card.exception_name.rsplit(".", 1)[-1] not in shown:
+                    problems.append(f"cell {index}: the card does not name {card.exception_name}")
+                continue
+            kind = get_kind(card.kind)
+            for line in [kind.title, *kind.explanation.splitlines(), f"Covered in notebook {kind.notebook}."]:
+                if line not in shown:
+                    problems.append(f"cell {index} ({card.kind}): missing {line!r}; it shows:\n{_excerpt(shown)}")
+    return problems
+
+
+def exercise_card_title(status: Status, exercise_id: str) -> str:
+    """The title a check result card shows, e.g. ``Correct - exercise two_grads`` (its text form's first line)."""
+    return str(CheckResult(exercise_id, status, "")).splitlines()[0]
+
+
+def missing_exercise_cards(run: NotebookRun, expected: NotebookExpectations, status: Status) -> List[str]:
+    """Every ``exercises.check`` cell shows its card, and its result has ``status`` (passed, not attempted yet)."""
+    problems = []
+    for index, exercise_id in sorted(expected.exercise_checks.items()):
+        cell = run.cell(index)
+        title = exercise_card_title(status, exercise_id)
+        if title not in cell.shown_text:
+            problems.append(f"cell {index}: no {title!r} card; it shows:\n{_excerpt(cell.shown_text)}")
+        plain = "".join("".join(output.get("data", {}).get("text/plain", "")) for output in cell.outputs)
+        if repr(status.value) not in plain:
+            problems.append(f"cell {index}: the check result is not {status.value!r}: {_excerpt(plain)}")
+    return problems
+
+
+def missing_graph_pictures(run: NotebookRun, expected: NotebookExpectations) -> List[str]:
+    """Every drawn graph shows as an SVG image that decoded and has a visible size."""
+    problems = []
+    for index in sorted(expected.graph_cells):
+        cell = run.cell(index)
+        svgs = [image for image in cell.images if image.mime == "image/svg+xml"]
+        if not svgs:
+            problems.append(f"cell {index}: no SVG picture; it shows:\n{_excerpt(cell.shown_text)}")
+        problems += [f"cell {index}: the SVG picture did not render ({image})" for image in svgs if not image.drawn]
+    return problems
+
+
+def missing_widgets(run: NotebookRun, expected: NotebookExpectations) -> List[str]:
+    """Every predict widget shows one button per choice; every hint widget its first button."""
+    problems = []
+    for question in expected.predict_questions:
+        buttons = run.cell(question.cell_index).buttons
+        if not buttons or (question.choice_count is not None and len(buttons) != question.choice_count):
+            problems.append(f"cell {question.cell_index}: predict widget shows buttons {buttons}, "
+                            f"expected {question.choice_count or 'some'}")
+    for index, exercise_id in sorted(expected.hint_cells.items()):
+        buttons = run.cell(index).buttons
+        if not any(label.startswith(HINT_BUTTON_PREFIX) for label in buttons):
+            problems.append(f"cell {index}: no '{HINT_BUTTON_PREFIX} ...' button for {exercise_id}; "
+                            f"buttons: {buttons}")
+    return problems
+
+
+def unanswered_clicks(run: NotebookRun, expected: NotebookExpectations) -> List[str]:
+    """A click on each predict widget's first choice revealed the answer, naming the choice clicked."""
+    problems = []
+    clicked = {click.cell_index: click for click in run.clicks}
+    for question in expected.predict_questions:
+        click = clicked.get(question.cell_index)
+        if click is None:
+            problems.append(f"cell {question.cell_index}: no predict button to click")
+        elif click.answer_text is None:
+            problems.append(f"cell {question.cell_index}: clicking {click.label!r} revealed no answer")
+        elif f"{PREDICT_ANSWER_MARKER} {click.label}" not in click.answer_text:
+            problems.append(f"cell {question.cell_index}: clicked {click.label!r}, the answer says:\n"
+                            f"{_excerpt(click.answer_text)}")
+    return problems

@@ -1,0 +1,252 @@
+"""Every course notebook, run in real JupyterLab in Debian's Chromium: what a learner sees after Run All.
+
+Per notebook (solutions/ with COURSE_STRICT=1, notebooks/ with 0): open it, Run All, wait for every cell,
+then check that no unexpected error shows, every expected-error card explains itself, every exercise card
+renders, the graph pictures render, and a predict widget answers a click. A full-height screenshot of each
+notebook goes to test-artifacts/browser/ (or $COURSE_ARTIFACTS/browser/).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, List, Tuple
+
+import nbformat
+import pytest
+
+from helpers.exercises.result import Status
+from tests.browser import checks
+from tests.browser.conftest import REPO_ROOT, LabServers
+from tests.browser.lab_page import NotebookRun, drive_notebook
+from tests.browser.lab_server import shut_down_kernels
+from tests.browser.notebook_expectations import NotebookExpectations, read_expectations
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
+
+@dataclass(frozen=True)
+class NotebookCase:
+    """One course notebook: ``solutions`` or ``notebooks``, and its file name."""
+
+    folder: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.folder}/{Path(self.name).stem}"
+
+    @property
+    def screenshot_name(self) -> str:
+        return f"{self.folder}_{Path(self.name).stem}.png"
+
+    @property
+    def exercise_status(self) -> Status:
+        """What its exercise checks must say: solved in solutions/, untouched stubs in student copies."""
+        return Status.PASSED if self.folder == "solutions" else Status.NOT_ATTEMPTED
+
+
+NOTEBOOK_CASES = [
+    NotebookCase(folder, path.name)
+    for folder in ("solutions", "notebooks")
+    for path in sorted((REPO_ROOT / folder).glob("*.ipynb"))
+]
+
+
+@dataclass
+class BrowserResult:
+    """One notebook's expectations (from its source) and what the browser showed."""
+
+    case: NotebookCase
+    expected: NotebookExpectations
+    run: NotebookRun
+
+
+def drive(
+    lab_servers: LabServers, chromium: Browser, folder: str, name: str, screenshot: Path, **timeouts: int
+) -> BrowserResult:
+    """Run notebook ``folder/name`` of the temporary copy in JupyterLab and collect what it showed."""
+    server = lab_servers.get(folder)
+    expected = read_expectations(server.root_dir / name)
+    try:
+        run = drive_notebook(
+            chromium, server.notebook_url(name), name,
+            widget_cells=[q.cell_index for q in expected.predict_questions] + sorted(expected.hint_cells),
+            predict_cells=[q.cell_index for q in expected.predict_questions],
+            answer_marker=checks.PREDICT_ANSWER_MARKER, screenshot=screenshot, **timeouts,
+        )
+    finally:
+        shut_down_kernels(server)  # one notebook's kernel at a time
+    return BrowserResult(NotebookCase(folder, name), expected, run)
+
+
+@pytest.fixture(scope="module", params=NOTEBOOK_CASES, ids=str)
+def notebook(
+    request: pytest.FixtureRequest, chromium: Browser, lab_servers: LabServers, artifacts_dir: Path
+) -> BrowserResult:
+    """The notebook run once in the browser; every test below reads this one run."""
+    case: NotebookCase = request.param
+    return drive(lab_servers, chromium, case.folder, case.name, artifacts_dir / case.screenshot_name)
+
+
+def assert_no_problems(problems: List[str], result: BrowserResult) -> None:
+    """Fail with every problem found, and where the screenshot is."""
+    assert not problems, (f"{result.case}: {len(problems)} problem(s) (ran {result.run.seconds:.0f} s; "
+                          f"screenshot {result.run.screenshot})\n" + "\n\n".join(problems))
+
+
+def require(present: object, what: str, result: BrowserResult) -> None:
+    """Skip when the notebook has no ``what``; fail when the browser's cells do not line up with the file's."""
+    if not present:
+        pytest.skip(f"{result.case} has no {what}")
+    if len(result.run.cells) != result.expected.cell_count:
+        pytest.fail(f"{result.case}: the browser shows {len(result.run.cells)} cells, the file has "
+                    f"{result.expected.cell_count}", pytrace=False)
+
+
+def test_run_all_runs_every_cell_without_unexpected_errors(notebook: BrowserResult) -> None:
+    problems = checks.structure_problems(notebook.run, notebook.expected)
+    if len(notebook.run.cells) == notebook.expected.cell_count:
+        problems += checks.unfinished_cells(notebook.run, notebook.expected)
+    problems += checks.unexpected_errors(notebook.run)
+    assert_no_problems(problems, notebook)
+
+
+def test_every_expected_error_cell_shows_its_explanation(notebook: BrowserResult) -> None:
+    require(notebook.expected.error_cards, "expect_error cell", notebook)
+    assert_no_problems(checks.missing_error_explanations(notebook.run, notebook.expected), notebook)
+
+
+def test_every_exercise_check_shows_its_card_passed_or_not_attempted(notebook: BrowserResult) -> None:
+    require(notebook.expected.exercise_checks, "exercises.check cell", notebook)
+    problems = checks.missing_exercise_cards(notebook.run, notebook.expected, notebook.case.exercise_status)
+    assert_no_problems(problems, notebook)
+
+
+def test_every_graph_picture_renders_as_a_drawn_svg(notebook: BrowserResult) -> None:
+    require(notebook.expected.graph_cells, "draw_graph/draw_saved_graph cell", notebook)
+    assert_no_problems(checks.missing_graph_pictures(notebook.run, notebook.expected), notebook)
+
+
+def test_every_predict_and_hint_widget_renders_its_buttons(notebook: BrowserResult) -> None:
+    require(notebook.expected.predict_questions or notebook.expected.hint_cells, "widget cell", notebook)
+    assert_no_problems(checks.missing_widgets(notebook.run, notebook.expected), notebook)
+
+
+def test_clicking_a_predict_choice_reveals_the_answer(notebook: BrowserResult) -> None:
+    require(notebook.expected.predict_questions, "predict cell", notebook)
+    assert_no_problems(checks.unanswered_clicks(notebook.run, notebook.expected), notebook)
+
+
+def test_screenshot_shows_the_whole_notebook(notebook: BrowserResult) -> None:
+    path = notebook.run.screenshot
+    assert path is not None and path.is_file(), f"no screenshot for {notebook.case}"
+    width, height = png_size(path)
+    assert width >= 1000 and height >= notebook.run.shown_height, (width, height, notebook.run.shown_height)
+    assert notebook.run.shown_height >= notebook.run.content_height, (
+        f"the screenshot shows {notebook.run.shown_height} of the notebook's {notebook.run.content_height} pixels")
+
+
+def png_size(path: Path) -> Tuple[int, int]:
+    """(width, height) from a PNG's header."""
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", header[16:24])
+
+
+def test_the_course_uses_every_feature_these_tests_check() -> None:
+    """Guards the source parser: if it stopped finding cells, the tests above would skip instead of failing."""
+    found = [read_expectations(REPO_ROOT / "solutions" / case.name) for case in NOTEBOOK_CASES
+             if case.folder == "solutions"]
+    assert found, "no solution notebooks"
+    assert sum(len(e.error_cards) for e in found) > 0, "no expect_error cell found"
+    assert sum(len(e.exercise_checks) for e in found) > 0, "no exercises.check cell found"
+    assert sum(len(e.hint_cells) for e in found) > 0, "no exercises.hint cell found"
+    assert sum(len(e.graph_cells) for e in found) > 0, "no draw_graph/draw_saved_graph cell found"
+    assert sum(len(e.predict_questions) for e in found) > 0, "no predict cell found"
+
+
+# A notebook that breaks every rule above, with stand-ins for the helpers that display nothing or the wrong thing.
+BROKEN_NOTEBOOK_CELLS = [
+    ("markdown", "# A deliberately broken notebook (the browser tests' self-test)"),
+    ("code", '''import contextlib
+import sys
+
+import ipywidgets
+from IPython.display import HTML, display
+
+
+def expect_error(kind, show=True):          # swallows the error; for one kind a card without its explanation
+    if kind == "inplace-version":
+        display(HTML("<b>Expected error reproduced - Error 2: a saved tensor was modified by an in-place operation</b>"))
+    return contextlib.suppress(Exception)
+
+
+class exercises:                             # checks and hints that show nothing
+    check = staticmethod(lambda exercise_id, answer: None)
+    hint = staticmethod(lambda exercise_id: None)
+
+
+class BrokenPicture:                         # an SVG that cannot be decoded
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return {"image/svg+xml": "<svg xmlns='http://www.w3.org/2000/svg'><unclosed", "text/plain": "broken"}
+
+
+def draw_graph(*args):
+    return BrokenPicture()
+
+
+def predict(question, choices, **kwargs):    # buttons that do nothing when clicked
+    return ipywidgets.HBox([ipywidgets.Button(description=label) for label in choices])'''),
+    ("code", 'with expect_error("backward-twice"):\n    raise RuntimeError("Trying to backward through the graph a second time")'),
+    ("code", 'with expect_error("inplace-version"):\n    raise RuntimeError("modified by an inplace operation")'),
+    ("code", 'exercises.check("head_weight_grad", None)'),
+    ("code", 'exercises.hint("head_weight_grad")'),
+    ("code", "draw_graph(None)"),
+    ("code", 'predict("What happens?", {"It runs": None, "Error 1": "backward-twice"}, run=None, expected=None)'),
+    ("code", 'print("Traceback (most recent call last): printed, not raised", file=sys.stderr)'),
+    ("code", "1 / 0"),
+    ("code", 'print("never runs: Run All stops at the error above")'),
+]
+
+
+def write_broken_notebook(path: Path) -> None:
+    """Write BROKEN_NOTEBOOK_CELLS as a notebook at ``path``."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    make = {"markdown": nbformat.v4.new_markdown_cell, "code": nbformat.v4.new_code_cell}
+    notebook.cells = [make[kind](source) for kind, source in BROKEN_NOTEBOOK_CELLS]
+    nbformat.write(notebook, str(path))
+
+
+@pytest.fixture
+def broken_notebook(chromium: Browser, lab_servers: LabServers, tmp_path: Path) -> Iterator[BrowserResult]:
+    """The broken notebook, written into the student server's temporary root and run like the others."""
+    root = lab_servers.get("notebooks").root_dir
+    name = "zz_broken_selftest.ipynb"
+    write_broken_notebook(root / name)
+    try:
+        yield drive(lab_servers, chromium, "notebooks", name, tmp_path / "broken.png",
+                    widget_timeout_ms=3_000, click_timeout_ms=3_000)
+    finally:
+        (root / name).unlink(missing_ok=True)
+
+
+def test_every_check_fails_on_a_broken_notebook(broken_notebook: BrowserResult) -> None:
+    """Each assertion above can fail: on a notebook that breaks every rule, each check reports it."""
+    run, expected = broken_notebook.run, broken_notebook.expected
+    assert checks.structure_problems(run, expected) == [], "Run All must end (stopped by the error) and show all cells"
+    unfinished = checks.unfinished_cells(run, expected)
+    assert len(unfinished) == 1 and "never runs" in unfinished[0], unfinished
+    errors = "\n".join(checks.unexpected_errors(run))
+    assert "ZeroDivisionError" in errors and "printed a traceback to stderr" in errors and "in the page" in errors
+    explanations = "\n".join(checks.missing_error_explanations(run, expected))
+    assert "shows 0 'Expected error reproduced' card(s)" in explanations, explanations  # no card at all
+    assert "missing 'Autograd saved this tensor" in explanations, explanations          # a card, no explanation
+    for status in (Status.PASSED, Status.NOT_ATTEMPTED):
+        assert checks.missing_exercise_cards(run, expected, status), f"a missing {status.value} card went unnoticed"
+    assert checks.missing_graph_pictures(run, expected), "an SVG that does not render went unnoticed"
+    widgets = "\n".join(checks.missing_widgets(run, expected))
+    assert "Show hint 1 of" in widgets and "predict" not in widgets, widgets  # predict buttons exist; no hint
+    clicks = checks.unanswered_clicks(run, expected)
+    assert len(clicks) == 1 and "revealed no answer" in clicks[0], clicks

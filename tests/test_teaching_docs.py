@@ -1,0 +1,432 @@
+"""The teaching documents in docs/ stay true to torch and to the course.
+
+- cheatsheet.md quotes each error line exactly as torch raises it (reproduced live here), and its claims hold;
+- cheatsheet.html is built from the current cheatsheet.md, and prints on one A4 page;
+- workshop.md names only sections and exercises that exist, covers every notebook and exercise, and its plans add up.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from types import ModuleType
+from typing import Callable, Dict, List, Optional, Set, Tuple
+
+import nbformat
+import pytest
+import torch
+
+from helpers.chain import chain_losses, make_batch, make_tenc, make_unet
+from helpers.exercises.lesson03 import measure_bumps
+from helpers.exercises.registry import EXERCISES
+from helpers.models import make_inputs, make_two_models, own_term, two_losses
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+CHEATSHEET = DOCS / "cheatsheet.md"
+WORKSHOP = DOCS / "workshop.md"
+CHROMIUM = Path("/usr/bin/chromium")
+
+NOTEBOOK_ID = re.compile(r"\b(0\d_[a-z0-9_]+)\b")
+HEADING_QUOTE = re.compile(r'"(##? [^"\n]+)"')
+EXERCISE_MENTION = re.compile(r"[Ee]xercise `([A-Za-z0-9_]+)`")
+ERROR_QUOTE = re.compile(r"`([A-Z]\w*(?:Error|Exception): [^`]+)`")
+PLACEHOLDER = re.compile(r"\b([NMi])\b")  # the sheet writes N, M and i where torch prints numbers
+
+
+# ---------------------------------------------------------------- reading the course and the docs
+
+
+def solution_headings() -> Dict[str, Set[str]]:
+    """Notebook id (``02_backward_twice``) -> every markdown heading line in its solved notebook."""
+    headings: Dict[str, Set[str]] = {}
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+        cells = nbformat.read(str(path), as_version=4).cells
+        headings[path.stem] = {line.strip() for cell in cells if cell.cell_type == "markdown"
+                               for line in cell.source.splitlines() if line.startswith("#")}
+    return headings
+
+
+def section_numbers(headings: Set[str]) -> Set[int]:
+    """The numbers of a notebook's ``## N. ...`` sections."""
+    return {int(match[1]) for heading in headings if (match := re.match(r"## (\d+)\. ", heading))}
+
+
+def load_builder() -> ModuleType:
+    """docs/build_cheatsheet.py, imported from its path (docs/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("build_cheatsheet", DOCS / "build_cheatsheet.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def torch_version() -> Tuple[int, int]:
+    """(major, minor) of the installed torch."""
+    major, minor = re.match(r"(\d+)\.(\d+)", torch.__version__).groups()  # type: ignore[union-attr]
+    return int(major), int(minor)
+
+
+def sheet_torch_version(text: str) -> Tuple[int, int]:
+    """The torch release whose wording the sheet says it quotes."""
+    match = re.search(r"exactly what torch (\d+)\.(\d+) prints", text)
+    assert match, "cheatsheet.md must say which torch release its error lines come from"
+    return int(match[1]), int(match[2])
+
+
+def quoted_error_lines(text: str) -> List[str]:
+    """Every ``ExceptionType: message`` code span in the sheet."""
+    return ERROR_QUOTE.findall(text)
+
+
+def other_wordings(text: str) -> List[Tuple[str, str]]:
+    """(older or GPU fragment, the sheet's fragment it stands for) from the "Other wordings" paragraph."""
+    paragraph = next((p for p in text.split("\n\n") if p.startswith("**Other wordings.**")), "")
+    return re.findall(r"`([^`]+)` for `([^`]+)`", paragraph)
+
+
+def quote_pattern(quote: str, substitutions: Tuple[Tuple[str, str], ...] = ()) -> re.Pattern:
+    """A regex for a quoted line: literal text, with N, M and i standing for numbers.
+
+    ``substitutions`` are (replacement, original) fragment pairs applied first, for other torch wordings.
+    """
+    for replacement, original in substitutions:
+        quote = quote.replace(original, replacement)
+    parts = PLACEHOLDER.split(quote)
+    regex = "".join(r"\d+" if index % 2 else re.escape(part) for index, part in enumerate(parts))
+    return re.compile(regex)
+
+
+def describe(error: BaseException) -> str:
+    """``Type: message``, as a traceback's last line shows it."""
+    return f"{type(error).__name__}: {error}"
+
+
+# ---------------------------------------------------------------- the errors, reproduced with the course's models
+
+
+def _backward_twice() -> None:
+    m1, m2 = make_two_models(seed=0)
+    x1, x2 = make_inputs(seed=0)
+    l1, l2 = two_losses(m1(x1), m2(x2))
+    l1.backward()
+    l2.backward()
+
+
+def _inplace_version() -> None:
+    m1, m2 = make_two_models(seed=0)
+    x1, x2 = make_inputs(seed=0)
+    opt2 = torch.optim.Adam(m2.parameters(), lr=1e-3)
+    l1, l2 = two_losses(m1(x1), m2(x2))
+    l2.backward(retain_graph=True)
+    opt2.step()                      # M2's head changes before L1's backward, which passes through M2
+    l1.backward()
+
+
+def _leaf_inplace() -> None:
+    m1, _ = make_two_models(seed=0)
+    m1[2].weight.add_(0.01)
+
+
+def _no_grad_fn() -> None:
+    m1, m2 = make_two_models(seed=0)
+    x1, x2 = make_inputs(seed=0)
+    with torch.no_grad():
+        l1, _ = two_losses(m1(x1), m2(x2))
+    l1.backward()
+
+
+def _unused_input() -> None:
+    m1, m2 = make_two_models(seed=0)
+    x1, _ = make_inputs(seed=0)
+    torch.autograd.grad(own_term(m1(x1)), list(m2.parameters()))
+
+
+def _scaler_without_step() -> None:
+    model, _ = make_two_models(seed=0)
+    x1, _ = make_inputs(seed=0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    scaler.scale(own_term(model(x1))).backward()
+    optimizer.step()                 # bypasses the scaler
+    scaler.update()
+
+
+REPRODUCERS: Dict[str, Callable[[], None]] = {
+    "backward twice": _backward_twice,
+    "in-place version": _inplace_version,
+    "leaf in-place": _leaf_inplace,
+    "no grad_fn": _no_grad_fn,
+    "unused input": _unused_input,
+    "scaler update without step": _scaler_without_step,
+}
+
+
+def raised_by(reproduce: Callable[[], None]) -> BaseException:
+    """The exception ``reproduce`` raises; fails the test when it raises none."""
+    try:
+        reproduce()
+    except Exception as error:  # the error under test, whatever its type
+        return error
+    pytest.fail(f"{reproduce.__name__} raised nothing")
+
+
+def matching_quotes(error: BaseException, text: str) -> List[str]:
+    """The sheet's quoted lines that ``error`` matches, in this torch's wording.
+
+    On the torch release the sheet quotes (or newer) only the quote itself counts; on older releases the sheet's
+    "Other wordings" may stand in for fragments.
+    """
+    line = describe(error)
+    variants: List[Tuple[Tuple[str, str], ...]] = [()]
+    if torch_version() < sheet_torch_version(text):
+        variants.append(tuple(other_wordings(text)))
+    return [quote for quote in quoted_error_lines(text)
+            if any(quote_pattern(quote, subs).match(line) for subs in variants)]
+
+
+# ---------------------------------------------------------------- cheat sheet: error lines
+
+
+@pytest.mark.parametrize("name", list(REPRODUCERS))
+def test_each_reproduced_error_matches_exactly_one_quoted_line(name: str) -> None:
+    """What torch really raises starts with exactly one line quoted on the sheet (N, M, i as numbers)."""
+    text = CHEATSHEET.read_text(encoding="utf-8")
+    error = raised_by(REPRODUCERS[name])
+    found = matching_quotes(error, text)
+    assert len(found) == 1, (f"{name}: torch {torch.__version__} raised\n  {describe(error)}\n"
+                             f"which matches {len(found)} quoted lines on the cheat sheet: {found}")
+
+
+def test_each_quoted_error_line_is_reproduced_here() -> None:
+    """No line on the sheet escapes the live check: each one is raised by a reproducer above."""
+    text = CHEATSHEET.read_text(encoding="utf-8")
+    quotes = quoted_error_lines(text)
+    assert len(quotes) >= 6, quotes
+    errors = [raised_by(reproduce) for reproduce in REPRODUCERS.values()]
+    reproduced = {quote for error in errors for quote in matching_quotes(error, text)}
+    assert set(quotes) == reproduced, f"quoted but not reproduced: {sorted(set(quotes) - reproduced)}"
+
+
+def test_the_version_error_quote_is_the_course_setup_s_head_weight() -> None:
+    """Error 2's quote names the [64, 1] saved head weight that the course's two-model loop really reports."""
+    text = CHEATSHEET.read_text(encoding="utf-8")
+    (quote,) = [q for q in quoted_error_lines(text) if "inplace operation" in q]
+    assert "[torch.FloatTensor [64, 1]]" in quote and "is at version N; expected version M instead." in quote
+    error = raised_by(_inplace_version)
+    numbers = re.search(r"is at version (\d+); expected version (\d+)", str(error))
+    assert numbers and int(numbers[1]) == int(numbers[2]) + 1, "one Adam step bumps the saved weight once"
+
+
+def test_other_wordings_on_the_sheet_come_from_real_messages() -> None:
+    """Each older or GPU fragment appears in a real message in the fixtures, and replaces text the sheet quotes."""
+    text = CHEATSHEET.read_text(encoding="utf-8")
+    pairs = other_wordings(text)
+    assert len(pairs) >= 3, pairs
+    samples = json.loads((ROOT / "tests" / "fixtures" / "error_messages.json").read_text())["samples"]
+    messages = [sample["message"] for sample in samples]
+    quotes = " ".join(quoted_error_lines(text))
+    for other, original in pairs:
+        assert original in quotes, f"`{original}` is not in any quoted error line"
+        assert any(other in message for message in messages), f"`{other}` is in no real message in the fixtures"
+
+
+def test_sheet_proof_references_name_existing_sections() -> None:
+    """Every "NN §k" in a Proof cell is a numbered section of that solved notebook."""
+    text = CHEATSHEET.read_text(encoding="utf-8")
+    by_number = {notebook[:2]: section_numbers(headings) for notebook, headings in solution_headings().items()}
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| Symptom")]
+    assert len(rows) >= 9, "both tables have rows"
+    for row in rows:
+        proof = row.rstrip(" |").rsplit("|", 1)[1]
+        notebook: Optional[str] = None
+        references = 0
+        for match in re.finditer(r"\b(0\d)\b|§(\d+)", proof):
+            if match[1]:
+                notebook = match[1]
+                assert notebook in by_number, f"no notebook {notebook} for {proof.strip()!r}"
+            else:
+                assert notebook is not None, f"a section without a notebook in {proof.strip()!r}"
+                assert int(match[2]) in by_number[notebook], f"{notebook} has no section {match[2]}"
+                references += 1
+        assert references, f"no proof in row {row[:60]!r}..."
+
+
+# ---------------------------------------------------------------- cheat sheet: silent failures it states
+
+
+def test_sheet_version_bump_counts_are_what_cpu_optimizers_do() -> None:
+    """The sheet's "0 bumps per step, against 1 for Adam and 2 for AdamW" is measured, fused on the CPU included."""
+    text = CHEATSHEET.read_text(encoding="utf-8")
+    match = re.search(r"(\d+) bumps per step, against (\d+) for Adam and (\d+) for AdamW", text)
+    assert match, "the sheet states the bump counts"
+    fused, adam, adamw = (int(group) for group in match.groups())
+    assert measure_bumps(lambda p: torch.optim.Adam(p, lr=0.1)) == adam
+    assert measure_bumps(lambda p: torch.optim.AdamW(p, lr=0.1)) == adamw
+    for optimizer in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD):
+        assert measure_bumps(lambda p: optimizer(p, lr=0.1, fused=True)) == fused, optimizer.__name__
+
+
+def _unet_gradient_ratio(update_between_steps: bool) -> float:
+    """unet's stepped gradient over its true gradient, when tenc's gradient is inf (so the scale halves)."""
+    x, target, mask = make_batch(0)
+    tenc, unet = make_tenc(0), make_unet(1)
+    opt_tenc = torch.optim.SGD(tenc.parameters(), lr=0.1)
+    opt_unet = torch.optim.SGD(unet.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    loss_tenc, loss_unet = chain_losses(unet(tenc(x)), target, mask)
+    reference = torch.autograd.grad(loss_unet, list(unet.parameters()), retain_graph=True)
+    scaler.scale(loss_tenc).backward(retain_graph=True, inputs=list(tenc.parameters()))
+    scaler.scale(loss_unet).backward(inputs=list(unet.parameters()))
+    next(tenc.parameters()).grad[0, 0] = float("inf")
+    scaler.step(opt_tenc)
+    if update_between_steps:
+        scaler.update()
+    scaler.step(opt_unet)
+    scaler.update()
+    ratios = [(p.grad.norm() / r.norm()).item() for p, r in zip(unet.parameters(), reference)]
+    assert max(ratios) - min(ratios) < 1e-4
+    return ratios[0]
+
+
+def test_sheet_claim_update_after_each_step_doubles_the_second_gradient() -> None:
+    """update() between two scaler.step calls: when the scale changes, the second optimizer's gradient is 2x."""
+    text = CHEATSHEET.read_text(encoding="utf-8")
+    assert "off by 2× whenever the scale changes" in text
+    assert _unet_gradient_ratio(update_between_steps=False) == pytest.approx(1.0, rel=1e-4)
+    assert _unet_gradient_ratio(update_between_steps=True) == pytest.approx(2.0, rel=1e-4)
+
+
+# ---------------------------------------------------------------- cheat sheet: the printable page
+
+
+def test_cheatsheet_html_is_built_from_current_markdown() -> None:
+    """docs/cheatsheet.html is exactly what build_cheatsheet.py makes of docs/cheatsheet.md now."""
+    builder = load_builder()
+    committed = (DOCS / "cheatsheet.html").read_text(encoding="utf-8")
+    assert committed == builder.build(CHEATSHEET), "cheatsheet.html is stale: run python docs/build_cheatsheet.py"
+
+
+def test_cheatsheet_html_has_a4_print_css() -> None:
+    """The page asks the printer for A4 and carries its own compact print style."""
+    html = (DOCS / "cheatsheet.html").read_text(encoding="utf-8")
+    assert re.search(r"@page\s*\{[^}]*size:\s*A4", html)
+    assert "<table>" in html and "RuntimeError: Trying to backward through the graph a second time" in html
+
+
+def pdf_page_count(pdf: bytes) -> int:
+    """Pages in a PDF: its /Page objects, which must agree with the page tree's /Count."""
+    pages = len(re.findall(rb"/Type\s*/Page(?![a-zA-Z])", pdf))
+    counts = [int(n) for n in re.findall(rb"/Type\s*/Pages\b[^>]*?/Count\s+(\d+)", pdf, flags=re.DOTALL)]
+    counts += [int(n) for n in re.findall(rb"/Count\s+(\d+)[^>]*?/Type\s*/Pages\b", pdf, flags=re.DOTALL)]
+    assert pages, "no page objects found: compressed object streams? count pages another way"
+    assert not counts or max(counts) == pages, f"{pages} /Page objects but the page tree says {counts}"
+    return pages
+
+
+def chromium() -> Optional[str]:
+    """The Chromium to print with: /usr/bin/chromium, else one on PATH, else None."""
+    return str(CHROMIUM) if CHROMIUM.exists() else shutil.which("chromium")
+
+
+def print_to_pdf(browser: str, html: Path, out_dir: Path) -> bytes:
+    """Print ``html`` with headless Chromium, as a browser's Print dialog would, and return the PDF."""
+    pdf = out_dir / "x.pdf"
+    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               f"--user-data-dir={out_dir / 'profile'}", "--no-pdf-header-footer", f"--print-to-pdf={pdf}",
+               html.resolve().as_uri()]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert pdf.exists(), f"chromium wrote no PDF (exit {result.returncode}):\n{result.stderr[-2000:]}"
+    return pdf.read_bytes()
+
+
+def test_cheatsheet_html_prints_on_exactly_one_a4_page(tmp_path: Path) -> None:
+    """Printed by Chromium, cheatsheet.html is one page: the handout never spills onto a second sheet."""
+    browser = chromium()
+    if browser is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI is set but /usr/bin/chromium is missing: install it to check the printed page")
+        pytest.skip("no /usr/bin/chromium to print the cheat sheet with")
+    pages = pdf_page_count(print_to_pdf(browser, DOCS / "cheatsheet.html", tmp_path))
+    assert pages == 1, f"the cheat sheet prints on {pages} pages; shorten docs/cheatsheet.md or tighten its CSS"
+
+
+# ---------------------------------------------------------------- workshop guide
+
+
+def workshop_lines() -> List[str]:
+    """The guide's lines."""
+    return WORKSHOP.read_text(encoding="utf-8").splitlines()
+
+
+def test_workshop_headings_exist_in_the_named_solution_notebooks() -> None:
+    """Each quoted "## ..." heading is, word for word, a heading of the notebook named before it on its line."""
+    headings = solution_headings()
+    checked = 0
+    for number, line in enumerate(workshop_lines(), 1):
+        for match in HEADING_QUOTE.finditer(line):
+            named = [m for m in NOTEBOOK_ID.finditer(line[:match.start()])]
+            assert named, f"line {number}: heading {match[1]!r} without a notebook before it"
+            notebook = named[-1][1]
+            assert notebook in headings, f"line {number}: no notebook {notebook} in solutions/"
+            assert match[1] in headings[notebook], f"line {number}: {notebook} has no heading {match[1]!r}"
+            checked += 1
+    assert checked >= 30, f"only {checked} headings referenced"
+
+
+def test_workshop_exercise_ids_exist_and_sit_in_their_notebooks() -> None:
+    """Each "exercise `id`" is a registered exercise; on a line naming notebooks, its own notebook is among them."""
+    mentioned = 0
+    for number, line in enumerate(workshop_lines(), 1):
+        notebooks = set(NOTEBOOK_ID.findall(line))
+        for exercise_id in EXERCISE_MENTION.findall(line):
+            assert exercise_id in EXERCISES, f"line {number}: no exercise {exercise_id!r}; known: {sorted(EXERCISES)}"
+            if notebooks:
+                assert EXERCISES[exercise_id].notebook in notebooks, f"line {number}: {exercise_id} is not in {notebooks}"
+            mentioned += 1
+    assert mentioned >= len(EXERCISES)
+
+
+def test_workshop_covers_every_notebook_and_exercise() -> None:
+    """A notebook or exercise added to the course must find its place in the guide (and in the skip list)."""
+    text = WORKSHOP.read_text(encoding="utf-8")
+    assert set(solution_headings()) <= set(NOTEBOOK_ID.findall(text)), "a solved notebook is missing from the guide"
+    skip_list = text.split("## Exercises to skip when short of time", 1)[1]
+    assert set(EXERCISE_MENTION.findall(skip_list)) == set(EXERCISES), "the skip list must rank every exercise"
+
+
+def plans(text: str) -> Dict[int, List[int]]:
+    """Stated minutes of each "## Plan ..." section -> the minutes of its table's blocks."""
+    found: Dict[int, List[int]] = {}
+    for match in re.finditer(r"^## (Plan [^\n]*)$", text, flags=re.MULTILINE):
+        stated = re.search(r"(\d+) minutes", match[1])
+        assert stated, f"{match[1]!r} must state its length in minutes"
+        body = text[match.end():].split("\n## ", 1)[0]
+        rows = [line for line in body.splitlines() if line.startswith("|")][2:]  # after the header and the rule
+        found[int(stated[1])] = [int(row.split("|")[1]) for row in rows]
+    return found
+
+
+def test_workshop_plan_blocks_add_up_to_the_stated_minutes() -> None:
+    """The 90-minute plan's blocks add up to 90, the half-day's to 210."""
+    found = plans(WORKSHOP.read_text(encoding="utf-8"))
+    assert sorted(found) == [90, 210], f"expected a 90-minute and a 210-minute plan, found {sorted(found)}"
+    for stated, blocks in found.items():
+        assert len(blocks) >= 5 and sum(blocks) == stated, f"the {stated}-minute plan's blocks add up to {sum(blocks)}"
+
+
+# ---------------------------------------------------------------- all three documents
+
+
+@pytest.mark.parametrize("name", ["workshop.md", "hosting.md", "cheatsheet.md"])
+def test_docs_relative_links_point_at_files(name: str) -> None:
+    """Every relative Markdown link in the teaching docs opens a file of this repository."""
+    text = (DOCS / name).read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)#]+)\)", text):
+        if not re.match(r"[a-z]+:", target):
+            assert (DOCS / target).resolve().exists(), f"{name} links to missing {target}"
