@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence
 import nbformat
 
 from helpers import release as course_release
-from helpers.launch_cells import readme_with_badges, with_badges, badges_markdown, with_launch_cells
+from helpers.launch_cells import badges_markdown, readme_with_badges, with_badges, with_launch_cells
 from helpers.solution_markers import MarkerError, has_marker_text, split_cell
 
 PACKAGE_DIR = Path(__file__).resolve().parent

@@ -6,6 +6,7 @@ from helpers import exercises
 from helpers.exercises.hints import hint_levels, hint_widget, solution_source
 from helpers.exercises.registry import EXERCISES
 from helpers.exercises.result import Status
+from tests.clinic_answers import merged
 from tests.notebook_cells import exercise_cells, load_answer
 
 SOLUTION_CELLS = exercise_cells("solutions")
@@ -569,6 +570,7 @@ OTHER_CORRECT = {
     "two_model_step": [step_with_autograd_grad, step_with_detach, step_l2_first_two_forwards,
                        step_early_step_restricted, step_with_closures],
     "chained_amp_step": [amp_step_unet_backward_first, amp_step_tenc_stepped_early, amp_step_autograd_grad],
+    **merged("OTHER_CORRECT"),  # notebook 06's cases: tests/clinic_answers/
 }
 
 
@@ -723,6 +725,7 @@ WRONG_ANSWERS = {
         (amp_step_update_between_steps, "before both optimizers had stepped"),
         (amp_step_half_loss, "0.5 times the gradient"),
     ],
+    **merged("WRONG_ANSWERS"),  # notebook 06's cases: tests/clinic_answers/
 }
 
 

@@ -5,6 +5,8 @@ from typing import Any, List, Optional, Sequence
 
 import torch
 
+from helpers.closeness import close, same_gradients  # noqa: F401 - part of this module's interface
+
 
 def describe_value(value: Any) -> str:
     """A short description of any value, for diagnoses."""
@@ -13,9 +15,6 @@ def describe_value(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"[:120]
 
 
-def close(actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-4, atol: float = 1e-6) -> bool:
-    """Equal up to round-off (float32's by default), after moving both to the CPU in float32."""
-    return torch.allclose(actual.detach().float().cpu(), expected.detach().float().cpu(), rtol=rtol, atol=atol)
 
 
 def scale_factor(actual: torch.Tensor, expected: torch.Tensor) -> Optional[float]:
@@ -34,13 +33,6 @@ def max_difference(actual: torch.Tensor, expected: torch.Tensor) -> float:
     return float((actual.detach().float().cpu() - expected.detach().float().cpu()).abs().max())
 
 
-def same_gradients(
-    actual: Sequence[Optional[torch.Tensor]], expected: Sequence[torch.Tensor], rtol: float = 1e-4, atol: float = 1e-6
-) -> bool:
-    """Every gradient present and close to its reference."""
-    return len(actual) == len(expected) and all(
-        a is not None and a.shape == e.shape and close(a, e, rtol, atol) for a, e in zip(actual, expected)
-    )
 
 
 def added(first: Sequence[torch.Tensor], second: Sequence[Optional[torch.Tensor]]) -> List[torch.Tensor]:

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 
-from helpers.errors import short_description
+from helpers.errors import KINDS, short_description
 from helpers.frames import is_library_frame
 from helpers.solution_markers import STUB_MESSAGE
 
@@ -59,3 +59,19 @@ def _raised_by_learner(error: BaseException) -> bool:
     frames = traceback.extract_tb(error.__traceback__)
     from_learner = bool(frames) and not is_library_frame(frames[-1].filename)
     return from_learner and str(error) in STUB_MESSAGES
+
+
+def run_step(step_function: Callable[..., Any], step: int, *args: Any, explanations: Mapping[str, str]) -> Any:
+    """``run_learner`` for a training-step exercise's step number ``step``.
+
+    When the learner's step raises an error of a kind in ``explanations`` (a kind of ``helpers.errors.KINDS``,
+    or else a piece of the message), the diagnosis gets that exercise's explanation of what it means there.
+    """
+    try:
+        return run_learner(f"Your step (step {step})", step_function, *args)
+    except LearnerError as error:
+        cause = error.__cause__
+        for key, explanation in explanations.items():
+            if cause is not None and (KINDS[key].matches(cause) if key in KINDS else key in str(cause)):
+                raise LearnerError(f"{error.diagnosis} {explanation}") from cause
+        raise

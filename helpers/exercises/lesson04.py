@@ -12,16 +12,15 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 from torch import nn
 
-from helpers.errors import KINDS
 from helpers.exercises.compare import added, close, flattened, same_gradients, scale_factor
 from helpers.exercises.exercise import Exercise
-from helpers.exercises.guard import LearnerError, run_learner
+from helpers.exercises.guard import run_step
 from helpers.exercises.result import CheckResult, failed, passed
 from helpers.models import make_inputs, make_two_models, two_losses
+from helpers.recording import LEARNING_RATE, RecordingSGD
 
 EXERCISE_ID = "two_model_step"
 STEPS = 3
-LEARNING_RATE = 0.1
 
 HINTS = (
     "A right step gives M1 exactly the gradient of L1 for M1's parameters and M2 exactly the gradient of L2 for "
@@ -42,29 +41,6 @@ def checker_losses(o1: torch.Tensor, o2: torch.Tensor) -> Tuple[torch.Tensor, to
     l1 = (o1 - o2).pow(2).mean() + (o1 - 1).pow(2).mean()
     l2 = (o2 - 0.5 * o1).pow(2).mean() + (o2 + 1).pow(2).mean()
     return l1, l2
-
-
-class RecordingSGD(torch.optim.Optimizer):
-    """Plain SGD that remembers, for every ``step()``, the gradients it was stepped with."""
-
-    def __init__(self, params: Any, lr: float = LEARNING_RATE) -> None:
-        super().__init__(params, {"lr": lr})
-        self.records: List[List[Optional[torch.Tensor]]] = []
-
-    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        grads: List[Optional[torch.Tensor]] = []
-        with torch.no_grad():
-            for group in self.param_groups:
-                for param in group["params"]:
-                    grads.append(None if param.grad is None else param.grad.detach().clone())
-                    if param.grad is not None:
-                        param.add_(param.grad, alpha=-group["lr"])
-        self.records.append(grads)
-        return loss
 
 
 def _gradients(loss: torch.Tensor, model: nn.Module) -> List[torch.Tensor]:
@@ -114,18 +90,16 @@ def _diagnose(model: str, recorded: List[Optional[torch.Tensor]], cand: Dict[str
             "Compute both gradients before either model changes, and use the losses you are given.")
 
 
-def _run_step(step_function: Callable[..., Any], step: int, *args: Any) -> None:
-    try:
-        run_learner(f"Your step (step {step})", step_function, *args)
-    except LearnerError as error:
-        cause = error.__cause__
-        if cause is not None and KINDS["inplace-version"].matches(cause):
-            raise LearnerError(error.diagnosis + " A model was stepped while a later backward still needed its "
-                                                 "old weights: run every backward before any step.") from cause
-        if cause is not None and KINDS["backward-twice"].matches(cause):
-            raise LearnerError(error.diagnosis + " The first backward freed the shared graph: keep it with "
-                                                 "retain_graph=True, or detach so each loss has its own.") from cause
-        raise
+_ERROR_EXPLANATIONS = {  # what error 1 or 2 (or a GradScaler error) means in this exercise
+    "inplace-version": (
+        "A model was stepped while a later backward still needed its old weights: run every backward "
+        "before any step."
+    ),
+    "backward-twice": (
+        "The first backward freed the shared graph: keep it with retain_graph=True, or detach so each "
+        "loss has its own."
+    ),
+}
 
 
 def _check_with(step_function: Callable[..., Any], losses: Losses) -> Optional[str]:
@@ -143,7 +117,7 @@ def _check_with(step_function: Callable[..., Any], losses: Losses) -> Optional[s
         hooks = [p.register_hook(lambda grad, model=model: computed.add(model))
                  for model, network in (("M1", m1), ("M2", m2)) for p in network.parameters()]
         try:
-            _run_step(step_function, step, m1, m2, opt1, opt2, x1, x2, losses)
+            run_step(step_function, step, m1, m2, opt1, opt2, x1, x2, losses, explanations=_ERROR_EXPLANATIONS)
         finally:
             for hook in hooks:
                 hook.remove()

@@ -14,11 +14,10 @@ import torch
 from torch import nn
 
 from helpers.chain import chain_losses, fused_adamw_supported, make_batch, make_tenc, make_unet
-from helpers.errors import KINDS
 from helpers.device import pick_device
 from helpers.exercises.compare import added, flattened, near_gradients, scale_factor
 from helpers.exercises.exercise import Exercise
-from helpers.exercises.guard import LearnerError, run_learner
+from helpers.exercises.guard import run_step
 from helpers.exercises.result import CheckResult, failed, passed
 
 EXERCISE_ID = "chained_amp_step"
@@ -120,27 +119,24 @@ def _diagnose(module: str, recorded: List[Optional[torch.Tensor]], cand: Dict[st
             "torch.autocast(x.device.type) and compute every gradient before any module changes.")
 
 
-def _run_step(step_function: Callable[..., Any], step: int, *args: Any) -> None:
-    try:
-        run_learner(f"Your step (step {step})", step_function, *args)
-    except LearnerError as error:
-        cause = error.__cause__
-        if cause is not None and KINDS["backward-twice"].matches(cause):
-            raise LearnerError(error.diagnosis + " The path from loss_tenc to tenc runs through unet, so the first "
-                                                 "backward freed unet's part of the graph: pass retain_graph=True "
-                                                 "to it.") from cause
-        if cause is not None and "No inf checks were recorded prior to update" in str(cause):
-            raise LearnerError(error.diagnosis + " scaler.update() found no scaler.step() since the last update: "
-                                                 "a second update() in one step, or optimizer.step() instead of "
-                                                 "scaler.step(optimizer). Step both through the scaler, then "
-                                                 "update() once.") from cause
-        if cause is not None and "No inf checks were recorded for this optimizer" in str(cause):
-            raise LearnerError(error.diagnosis + " scaler.step() found no gradients: did zero_grad() run between "
-                                                 "backward and scaler.step?") from cause
-        if cause is not None and KINDS["inplace-version"].matches(cause):
-            raise LearnerError(error.diagnosis + " unet was stepped before tenc's backward, which passes through "
-                                                 "unet's weights: step unet after it.") from cause
-        raise
+_ERROR_EXPLANATIONS = {  # what error 1 or 2 (or a GradScaler error) means in this exercise
+    "backward-twice": (
+        "The path from loss_tenc to tenc runs through unet, so the first backward freed unet's part "
+        "of the graph: pass retain_graph=True to it."
+    ),
+    "No inf checks were recorded prior to update": (
+        "scaler.update() found no scaler.step() since the last update: a second update() in one step, "
+        "or optimizer.step() instead of scaler.step(optimizer). Step both through the scaler, then "
+        "update() once."
+    ),
+    "No inf checks were recorded for this optimizer": (
+        "scaler.step() found no gradients: did zero_grad() run between backward and scaler.step?"
+    ),
+    "inplace-version": (
+        "unet was stepped before tenc's backward, which passes through unet's weights: step unet "
+        "after it."
+    ),
+}
 
 
 def _order_problem(events: List[str], step: int) -> Optional[str]:
@@ -182,7 +178,8 @@ def check_chained_amp_step(step_function: Callable[..., Any], device: Optional[t
             cand = _candidates(tenc, unet, x, target, mask)
             events.clear()
             forward_modes.clear()
-            _run_step(step_function, step, tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask)
+            run_step(step_function, step, tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask,
+                     explanations=_ERROR_EXPLANATIONS)
             if not forward_modes or not all(forward_modes):
                 return failed(EXERCISE_ID, f"On step {step}, the forward pass ran without autocast: run it inside "
                                            "`with torch.autocast(x.device.type):`.")

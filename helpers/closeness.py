@@ -1,0 +1,31 @@
+"""Are two gradients the same? Comparisons used by checkers, case modules and notebooks alike.
+
+Everything is compared on the CPU in float32, so tensors from any device (and autocast's low precision) compare.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-4, atol: float = 1e-6) -> bool:
+    """Equal up to round-off (float32's by default), after moving both to the CPU in float32."""
+    return torch.allclose(actual.detach().float().cpu(), expected.detach().float().cpu(), rtol=rtol, atol=atol)
+
+
+def same_gradients(
+    actual: Sequence[Optional[torch.Tensor]], expected: Sequence[torch.Tensor], rtol: float = 1e-4, atol: float = 1e-6
+) -> bool:
+    """Every gradient present and close to its reference."""
+    return len(actual) == len(expected) and all(
+        a is not None and a.shape == e.shape and close(a, e, rtol, atol) for a, e in zip(actual, expected)
+    )
+
+
+def relative_error(actual: Sequence[Optional[torch.Tensor]], expected: Sequence[torch.Tensor]) -> float:
+    """``|actual - expected| / |expected|`` over all tensors together (a missing one counts as zeros)."""
+    flat_actual = torch.cat([(torch.zeros_like(e) if a is None else a).detach().float().cpu().flatten()
+                             for a, e in zip(actual, expected)])
+    flat_expected = torch.cat([e.detach().float().cpu().flatten() for e in expected])
+    return float((flat_actual - flat_expected).norm() / flat_expected.norm().clamp_min(1e-12))
