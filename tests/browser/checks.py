@@ -82,6 +82,10 @@ def missing_error_explanations(run: NotebookRun, expected: NotebookExpectations)
                             f"card(s), its source displays {len(cards)}; it shows:\n{_excerpt(shown)}")
             continue
         for card in cards:
+            if card.kind is None and card.exception_name is None:
+                if "Covered in notebook" not in shown:
+                    problems.append(f"cell {index}: the card names no course notebook; it shows:\n{_excerpt(shown)}")
+                continue
             if card.kind is None:
                 if card.exception_name.rsplit(".", 1)[-1] not in shown:
                     problems.append(f"cell {index}: the card does not name {card.exception_name}")

@@ -24,7 +24,7 @@ RUN_ALL_TIMEOUT_MS = 300_000     # nbval runs a notebook in 2-6 s; the browser a
 WIDGET_TIMEOUT_MS = 30_000       # widget views appear after Run All finishes
 CLICK_TIMEOUT_MS = 20_000        # a click's answer comes back from the kernel
 VIEWPORT = {"width": 1280, "height": 1000}
-MAX_SCREENSHOT_HEIGHT = 30_000   # pixels; a taller notebook is cut there (the run records both heights)
+MAX_SCREENSHOT_HEIGHT = 60_000   # pixels; a taller notebook is cut there (the run records both heights)
 
 OPENED_NOTEBOOK_JS = """
 (path) => {

@@ -20,7 +20,11 @@ _TRANSFORMER = TransformerManager()
 
 @dataclass(frozen=True)
 class ExpectedErrorCard:
-    """One ``expect_error`` that displays a report: by course kind name (``"backward-twice"``) or exception class."""
+    """One ``expect_error`` that displays a report: by course kind name (``"backward-twice"``) or exception class.
+
+    Both are None when the kind is a variable (known only at run time): then the card must still show a course
+    kind's "Covered in notebook" line.
+    """
 
     cell_index: int
     kind: Optional[str]
@@ -105,6 +109,8 @@ def error_cards_of(cell_index: int, tree: ast.Module) -> List[ExpectedErrorCard]
         elif function_name(node) == "expect_error" and node.args and shows_report(node):
             kind = first_string_argument(node)
             exception_name = None if kind else ast.unparse(node.args[0])
+            if isinstance(node.args[0], ast.Name) and not node.args[0].id[:1].isupper():
+                exception_name = None  # a variable holding a kind, e.g. in a loop: known only at run time
             cards.append(ExpectedErrorCard(cell_index, kind, exception_name))
     return cards
 
