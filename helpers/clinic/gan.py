@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.closeness import relative_error, same_gradients  # noqa: F401 - also used by the notebook
+from helpers.gradients import gradients_of, relative_error, same_gradients  # noqa: F401 - also used by the notebook
 from helpers.recording import RecordingSGD
 
 NOISE_DIM = 4
@@ -149,9 +149,6 @@ class StepRecord:
         return relative_error(self.grads[model] or [None] * len(self.reference[model]), self.reference[model])
 
 
-def _gradients(loss: torch.Tensor, model: nn.Module) -> List[torch.Tensor]:
-    grads = torch.autograd.grad(loss, list(model.parameters()), retain_graph=True, allow_unused=True)
-    return [torch.zeros_like(p) if g is None else g.detach() for p, g in zip(model.parameters(), grads)]
 
 
 def stepped_copy(model: nn.Module, grads: Sequence[torch.Tensor], lr: float = LEARNING_RATE) -> nn.Module:
@@ -177,18 +174,18 @@ def reference_gradients(generator: nn.Module, discriminator: nn.Module, real: to
     g_copy, d_copy = copy.deepcopy(generator), copy.deepcopy(discriminator)
     fake = g_copy(noise)
     d_loss = discriminator_loss(d_copy(real), d_copy(fake))
-    d_grads = _gradients(d_loss, d_copy)
+    d_grads = gradients_of(d_loss, d_copy)
     d_after = stepped_copy(d_copy, d_grads, lr)
     g_loss_after = generator_loss(d_after(fake))
     g_loss_before = generator_loss(d_copy(fake))
     return {
         "D": d_grads,
-        "G": _gradients(g_loss_after, g_copy),
-        "G via pre-step D": _gradients(g_loss_before, g_copy),
-        "d_loss->G": _gradients(d_loss, g_copy),
-        "saturating->G": _gradients(saturating_generator_loss(d_after(fake)), g_copy),
-        "g_loss->D": _gradients(g_loss_after, d_after),
-        "pre-step g_loss->D": _gradients(g_loss_before, d_copy),
+        "G": gradients_of(g_loss_after, g_copy),
+        "G via pre-step D": gradients_of(g_loss_before, g_copy),
+        "d_loss->G": gradients_of(d_loss, g_copy),
+        "saturating->G": gradients_of(saturating_generator_loss(d_after(fake)), g_copy),
+        "g_loss->D": gradients_of(g_loss_after, d_after),
+        "pre-step g_loss->D": gradients_of(g_loss_before, d_copy),
     }
 
 

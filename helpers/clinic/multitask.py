@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.closeness import relative_error, same_gradients  # noqa: F401 - also used by the notebook
+from helpers.gradients import gradients_of, relative_error, same_gradients  # noqa: F401 - also used by the notebook
 
 IN_FEATURES = 8
 HIDDEN = 16
@@ -84,10 +84,6 @@ def reference_step(trunk: nn.Module, head_a: nn.Module, head_b: nn.Module, opt_t
         optimizer.step()
 
 
-def _grads(loss: torch.Tensor, module: nn.Module) -> List[torch.Tensor]:
-    params = list(module.parameters())
-    grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
-    return [torch.zeros_like(p) if g is None else g.detach() for p, g in zip(params, grads)]
 
 
 def reference_gradients(trunk: nn.Module, head_a: nn.Module, head_b: nn.Module, x: torch.Tensor,
@@ -99,8 +95,8 @@ def reference_gradients(trunk: nn.Module, head_a: nn.Module, head_b: nn.Module, 
     """
     with torch.enable_grad():
         loss_a, loss_b = task_losses(head_a, head_b, trunk(x), y_a, y_b)
-        return {"trunk": _grads(loss_a + loss_b, trunk), "trunk<-a": _grads(loss_a, trunk),
-                "trunk<-b": _grads(loss_b, trunk), "head_a": _grads(loss_a, head_a), "head_b": _grads(loss_b, head_b)}
+        return {"trunk": gradients_of(loss_a + loss_b, trunk), "trunk<-a": gradients_of(loss_a, trunk),
+                "trunk<-b": gradients_of(loss_b, trunk), "head_a": gradients_of(loss_a, head_a), "head_b": gradients_of(loss_b, head_b)}
 
 
 

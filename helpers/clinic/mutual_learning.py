@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.closeness import relative_error, same_gradients  # noqa: F401 - also used by the notebook
+from helpers.gradients import gradients_of, relative_error, same_gradients  # noqa: F401 - also used by the notebook
 
 IN_FEATURES = 8
 HIDDEN = 16
@@ -71,11 +71,6 @@ def peer_losses(logits1: torch.Tensor, logits2: torch.Tensor, y: torch.Tensor,
     return loss1, loss2
 
 
-def _gradients(loss: torch.Tensor, peer: nn.Module) -> List[torch.Tensor]:
-    """The gradient of ``loss`` for each parameter of ``peer`` (zeros where unused); ``.grad`` is untouched."""
-    params = list(peer.parameters())
-    grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
-    return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
 
 
 def own_loss_gradients(peer: nn.Module, target_probs: torch.Tensor, x: torch.Tensor,
@@ -84,7 +79,7 @@ def own_loss_gradients(peer: nn.Module, target_probs: torch.Tensor, x: torch.Ten
     with torch.enable_grad():
         logits = peer(x)
         loss = F.cross_entropy(logits, y) + mimicry_loss(logits, target_probs.detach())
-        return _gradients(loss, peer)
+        return gradients_of(loss, peer)
 
 
 def predictions(peer: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -110,13 +105,13 @@ def candidate_gradients(peer1: nn.Module, peer2: nn.Module, x: torch.Tensor,
     with torch.enable_grad():
         logits1, logits2 = peer1(x), peer2(x)
         loss1, loss2 = peer_losses(logits1, logits2, y, detach_targets=False)
-        mixed = (_gradients(loss1 + loss2, peer1), _gradients(loss1 + loss2, peer2))
-        ce_only = (_gradients(F.cross_entropy(logits1, y), peer1), _gradients(F.cross_entropy(logits2, y), peer2))
+        mixed = (gradients_of(loss1 + loss2, peer1), gradients_of(loss1 + loss2, peer2))
+        ce_only = (gradients_of(F.cross_entropy(logits1, y), peer1), gradients_of(F.cross_entropy(logits2, y), peer2))
         log_p1, log_p2 = F.log_softmax(logits1, dim=1), F.log_softmax(logits2, dim=1)
         reversed1 = F.kl_div(log_p2.detach(), log_p1, log_target=True, reduction="batchmean")  # KL(p1 || p2)
         reversed2 = F.kl_div(log_p1.detach(), log_p2, log_target=True, reduction="batchmean")  # KL(p2 || p1)
-        reversed_kl = (_gradients(F.cross_entropy(logits1, y) + reversed1, peer1),
-                       _gradients(F.cross_entropy(logits2, y) + reversed2, peer2))
+        reversed_kl = (gradients_of(F.cross_entropy(logits1, y) + reversed1, peer1),
+                       gradients_of(F.cross_entropy(logits2, y) + reversed2, peer2))
     return {REFERENCE: reference_gradients(peer1, peer2, x, y), MIXED: mixed, CE_ONLY: ce_only,
             REVERSED_KL: reversed_kl}
 

@@ -5,7 +5,7 @@ from typing import Any, List, Optional, Sequence
 
 import torch
 
-from helpers.closeness import close, same_gradients  # noqa: F401 - part of this module's interface
+from helpers.gradients import close, same_gradients  # noqa: F401 - part of this module's interface
 
 
 def describe_value(value: Any) -> str:

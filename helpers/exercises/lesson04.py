@@ -14,6 +14,7 @@ from torch import nn
 
 from helpers.exercises.compare import added, close, flattened, same_gradients, scale_factor
 from helpers.exercises.exercise import Exercise
+from helpers.gradients import gradients_of
 from helpers.exercises.guard import run_step
 from helpers.exercises.result import CheckResult, failed, passed
 from helpers.models import make_inputs, make_two_models, two_losses
@@ -43,9 +44,6 @@ def checker_losses(o1: torch.Tensor, o2: torch.Tensor) -> Tuple[torch.Tensor, to
     return l1, l2
 
 
-def _gradients(loss: torch.Tensor, model: nn.Module) -> List[torch.Tensor]:
-    grads = torch.autograd.grad(loss, list(model.parameters()), retain_graph=True, allow_unused=True)
-    return [torch.zeros_like(p) if g is None else g for p, g in zip(model.parameters(), grads)]
 
 
 def _candidates(m1: nn.Module, m2: nn.Module, x1: torch.Tensor, x2: torch.Tensor,
@@ -53,8 +51,8 @@ def _candidates(m1: nn.Module, m2: nn.Module, x1: torch.Tensor, x2: torch.Tensor
     """Every gradient a model could plausibly be stepped with, computed on copies at the current parameters."""
     c1, c2 = copy.deepcopy(m1), copy.deepcopy(m2)
     l1, l2 = losses(c1(x1), c2(x2))
-    return {"L1->M1": _gradients(l1, c1), "L2->M1": _gradients(l2, c1), "sum->M1": _gradients(l1 + l2, c1),
-            "L1->M2": _gradients(l1, c2), "L2->M2": _gradients(l2, c2), "sum->M2": _gradients(l1 + l2, c2)}
+    return {"L1->M1": gradients_of(l1, c1), "L2->M1": gradients_of(l2, c1), "sum->M1": gradients_of(l1 + l2, c1),
+            "L1->M2": gradients_of(l1, c2), "L2->M2": gradients_of(l2, c2), "sum->M2": gradients_of(l1 + l2, c2)}
 
 
 def _diagnose(model: str, recorded: List[Optional[torch.Tensor]], cand: Dict[str, List[torch.Tensor]],

@@ -31,6 +31,7 @@ from helpers.clinic.distillation import (
 )
 from helpers.exercises.compare import added, close, same_gradients
 from helpers.exercises.exercise import Exercise
+from helpers.gradients import gradients_of
 from helpers.exercises.guard import run_step
 from helpers.exercises.result import CheckResult, failed, passed
 from helpers.recording import LEARNING_RATE, RecordingSGD
@@ -125,9 +126,6 @@ def _teacher_report(teacher: nn.Module, before: Dict[str, torch.Tensor], reached
     return None
 
 
-def _gradients(loss: torch.Tensor, student: nn.Module) -> List[torch.Tensor]:
-    grads = torch.autograd.grad(loss, list(student.parameters()), retain_graph=True, allow_unused=True)
-    return [torch.zeros_like(p) if g is None else g for p, g in zip(student.parameters(), grads)]
 
 
 def _parts(student: nn.Module, teacher: nn.Module, x: torch.Tensor, y: torch.Tensor,
@@ -137,9 +135,9 @@ def _parts(student: nn.Module, teacher: nn.Module, x: torch.Tensor, y: torch.Ten
     student_logits = copy_of_student(x)
     with torch.no_grad():
         teacher_logits = frozen_copy(teacher)(x)
-    parts = {name: _gradients(variant(student_logits, teacher_logits, temperature), copy_of_student)
+    parts = {name: gradients_of(variant(student_logits, teacher_logits, temperature), copy_of_student)
              for name, (variant, _) in SOFT_VARIANTS.items()}
-    parts["hard"] = _gradients(F.cross_entropy(student_logits, y), copy_of_student)
+    parts["hard"] = gradients_of(F.cross_entropy(student_logits, y), copy_of_student)
     return parts
 
 

@@ -1,12 +1,20 @@
-"""Are two gradients the same? Comparisons used by checkers, case modules and notebooks alike.
+"""Reference gradients, and whether two gradients are the same: used by checkers, case modules and notebooks.
 
 Everything is compared on the CPU in float32, so tensors from any device (and autocast's low precision) compare.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 import torch
+from torch import nn
+
+
+def gradients_of(loss: torch.Tensor, module: nn.Module) -> List[torch.Tensor]:
+    """The gradient of ``loss`` for each parameter of ``module`` (zeros where unused); ``.grad`` is untouched."""
+    params = list(module.parameters())
+    grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+    return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
 
 
 def close(actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-4, atol: float = 1e-6) -> bool:
