@@ -11,6 +11,7 @@ The teacher is a fixed function: the reference step computes its logits in eval 
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -63,14 +64,21 @@ def make_teacher(seed: int = 0, device: Optional[torch.device] = None) -> nn.Seq
     keeping it fixed is the training step's job. The same for the same seed on every device.
     """
     teacher = _seeded(seed, _teacher_architecture)
+    teacher.load_state_dict(_pretrained_state(seed))
+    return teacher.train().to(device or "cpu")
+
+
+@functools.lru_cache(maxsize=None)
+def _pretrained_state(seed: int) -> Dict[str, torch.Tensor]:
+    """The teacher's weights and BatchNorm statistics after pre-training: computed once per seed, on the CPU."""
+    teacher = _seeded(seed, _teacher_architecture)
     optimizer = torch.optim.SGD(teacher.parameters(), lr=LEARNING_RATE)
     x, y = make_batch(seed=seed + 500, batch=PRETRAIN_BATCH)
     for _ in range(PRETRAIN_STEPS):
         optimizer.zero_grad()
         F.cross_entropy(teacher(x), y).backward()
         optimizer.step()
-    teacher.zero_grad(set_to_none=True)
-    return teacher.train().to(device or "cpu")
+    return {name: value.detach().clone() for name, value in teacher.state_dict().items()}
 
 
 def make_student(seed: int = 1, device: Optional[torch.device] = None) -> nn.Sequential:
