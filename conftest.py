@@ -1,20 +1,44 @@
-"""pytest set-up for the whole course: solution notebooks run strict, student copies do not.
+"""pytest set-up for the whole course.
 
-nbval starts each notebook's kernel with this process's environment, so setting COURSE_STRICT
-just before a notebook's first cell decides how that notebook's checks behave.
+- Solution notebooks run strict, student copies do not: nbval starts each notebook's kernel with this process's
+  environment, so setting COURSE_STRICT just before a notebook's first cell decides how its checks behave.
+- Tests run in parallel (pytest-xdist, ``--dist loadscope``). Each worker, and every kernel it starts, gets an
+  equal share of the CPU cores, since oversubscribed torch thread pools run many times slower.
+- The suite prints its wall time against its target, as a benchmark line rather than an assertion.
 """
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from helpers.exercises.api import STRICT_VARIABLE
-from helpers.generate import is_solution_notebook
+from authoring.generate import is_solution_notebook
+from helpers.course.exercises.api import STRICT_VARIABLE
 
 ROOT = Path(__file__).resolve().parent
 collect_ignore_glob = ["tests/fixtures/*", "build/*", "*.ipynb_checkpoints*"]
+SUITE_TARGET_S = 360  # on a 2-core machine, browser tests included
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+_started = time.monotonic()
+
+
+def threads_per_worker(cores: int, workers: int) -> int:
+    """Each of ``workers`` parallel workers' share of ``cores``, at least one."""
+    return max(1, cores // max(1, workers))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers is None:
+        return
+    threads = threads_per_worker(os.cpu_count() or 1, int(workers))
+    for variable in THREAD_VARIABLES:
+        os.environ.setdefault(variable, str(threads))  # kernels and servers started from here inherit it
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -24,3 +48,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         os.environ[STRICT_VARIABLE] = "1" if is_solution_notebook(path, ROOT) else "0"
     else:
         os.environ.pop(STRICT_VARIABLE, None)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: the controller prints the line
+    workers = getattr(config.option, "numprocesses", None) or 0
+    seconds = time.monotonic() - _started
+    terminalreporter.write_line(
+        f"benchmark: this run took {seconds:.0f} s on {os.cpu_count()} cores with {workers or 'no'} xdist workers "
+        f"(the whole suite's target: at most {SUITE_TARGET_S} s on 2 cores, browser tests included)"
+    )

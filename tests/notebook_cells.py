@@ -1,15 +1,13 @@
 """Reading exercise cells out of the course notebooks, for the tests."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Dict
 
 import nbformat
 import torch
 
-from helpers.solution_markers import split_cell
-
-ROOT = Path(__file__).resolve().parent.parent
+from authoring.solution_markers import split_cell
+from tests.paths import ROOT
 
 
 def exercise_cells(folder: str) -> Dict[str, str]:

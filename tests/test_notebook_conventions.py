@@ -1,11 +1,11 @@
 """Every notebook follows the course's conventions."""
 import json
-from pathlib import Path
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
+
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 ALL_NOTEBOOKS = SOLUTIONS + sorted((ROOT / "notebooks").glob("*.ipynb"))
 

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Callable, Dict, List, Optional, Set, Tuple
@@ -20,12 +21,12 @@ import nbformat
 import pytest
 import torch
 
-from helpers.chain import chain_losses, make_batch, make_tenc, make_unet
-from helpers.exercises.lesson03 import measure_bumps
-from helpers.exercises.registry import EXERCISES
-from helpers.models import make_inputs, make_two_models, own_term, two_losses
+from helpers.course.exercises.registry import exercises
+from helpers.course.lesson03_inplace_version.exercise import measure_bumps
+from helpers.course.lesson05_chained_amp.chain import chain_losses, make_batch, make_tenc, make_unet
+from helpers.course.models import make_inputs, make_two_models, own_term, two_losses
+from tests.paths import FIXTURES, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 CHEATSHEET = DOCS / "cheatsheet.md"
 WORKSHOP = DOCS / "workshop.md"
@@ -83,10 +84,21 @@ def quoted_error_lines(text: str) -> List[str]:
     return ERROR_QUOTE.findall(text)
 
 
-def other_wordings(text: str) -> List[Tuple[str, str]]:
-    """(older or GPU fragment, the sheet's fragment it stands for) from the "Other wordings" paragraph."""
+WORDING_CONDITIONS = {"older": r"Before torch \d+\.\d+:", "cuda": r"On a CUDA GPU:"}
+
+
+def other_wordings(text: str) -> Dict[str, List[Tuple[str, str]]]:
+    """The "Other wordings" paragraph's (other fragment, the sheet's fragment) pairs, by when they apply.
+
+    ``"older"``: on torch releases before the one the sheet quotes; ``"cuda"``: for errors raised on a CUDA GPU.
+    """
     paragraph = next((p for p in text.split("\n\n") if p.startswith("**Other wordings.**")), "")
-    return re.findall(r"`([^`]+)` for `([^`]+)`", paragraph)
+    parts = re.split("(" + "|".join(WORDING_CONDITIONS.values()) + ")", paragraph)
+    groups: Dict[str, List[Tuple[str, str]]] = {name: [] for name in WORDING_CONDITIONS}
+    for marker, body in zip(parts[1::2], parts[2::2]):
+        name = next(name for name, pattern in WORDING_CONDITIONS.items() if re.fullmatch(pattern, marker))
+        groups[name] += re.findall(r"`([^`]+)` for `([^`]+)`", body)
+    return groups
 
 
 def quote_pattern(quote: str, substitutions: Tuple[Tuple[str, str], ...] = ()) -> re.Pattern:
@@ -175,16 +187,18 @@ def raised_by(reproduce: Callable[[], None]) -> BaseException:
     pytest.fail(f"{reproduce.__name__} raised nothing")
 
 
-def matching_quotes(error: BaseException, text: str) -> List[str]:
-    """The sheet's quoted lines that ``error`` matches, in this torch's wording.
+def matching_quotes(error: BaseException, text: str, device: str = "cpu") -> List[str]:
+    """The sheet's quoted lines that ``error`` (raised on ``device``) matches, in this torch's wording.
 
-    On the torch release the sheet quotes (or newer) only the quote itself counts; on older releases the sheet's
-    "Other wordings" may stand in for fragments.
+    On the torch release the sheet quotes (or newer) the quote itself counts; on older releases the sheet's older
+    wordings may stand in for fragments, and for an error raised on CUDA its GPU wordings too.
     """
     line = describe(error)
     variants: List[Tuple[Tuple[str, str], ...]] = [()]
     if torch_version() < sheet_torch_version(text):
-        variants.append(tuple(other_wordings(text)))
+        variants.append(tuple(other_wordings(text)["older"]))
+    if device == "cuda":
+        variants += [tuple(other_wordings(text)["cuda"]) + variant for variant in variants]
     return [quote for quote in quoted_error_lines(text)
             if any(quote_pattern(quote, subs).match(line) for subs in variants)]
 
@@ -222,12 +236,33 @@ def test_the_version_error_quote_is_the_course_setup_s_head_weight() -> None:
     assert numbers and int(numbers[1]) == int(numbers[2]) + 1, "one Adam step bumps the saved weight once"
 
 
+OLDER_CPU_VERSION_ERROR = RuntimeError(  # error 2 as torch 2.4 to 2.12 words it on the CPU
+    "one of the variables needed for gradient computation has been modified by an inplace operation: "
+    "[torch.FloatTensor [64, 1]], which is output 0 of AsStridedBackward0, is at version 2; expected version 1 "
+    "instead. Hint: enable anomaly detection to find the operation that failed to compute its gradient, with "
+    "torch.autograd.set_detect_anomaly(True)."
+)
+
+
+def test_older_wordings_apply_on_older_torch_and_gpu_wordings_only_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU error from torch 2.4 matches error 2's quote through the older wordings, without the GPU ones."""
+    text = CHEATSHEET.read_text(encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "torch_version", lambda: (2, 4))
+    assert len(matching_quotes(OLDER_CPU_VERSION_ERROR, text)) == 1
+    cuda_error = RuntimeError(str(OLDER_CPU_VERSION_ERROR).replace("torch.FloatTensor", "torch.cuda.FloatTensor"))
+    assert matching_quotes(cuda_error, text) == []
+    assert len(matching_quotes(cuda_error, text, device="cuda")) == 1
+    monkeypatch.setattr(sys.modules[__name__], "torch_version", lambda: sheet_torch_version(text))
+    assert matching_quotes(OLDER_CPU_VERSION_ERROR, text) == [], "on the quoted release the older wording is wrong"
+
+
 def test_other_wordings_on_the_sheet_come_from_real_messages() -> None:
     """Each older or GPU fragment appears in a real message in the fixtures, and replaces text the sheet quotes."""
     text = CHEATSHEET.read_text(encoding="utf-8")
-    pairs = other_wordings(text)
-    assert len(pairs) >= 3, pairs
-    samples = json.loads((ROOT / "tests" / "fixtures" / "error_messages.json").read_text())["samples"]
+    groups = other_wordings(text)
+    assert len(groups["older"]) >= 2 and len(groups["cuda"]) >= 1, groups
+    pairs = [pair for group in groups.values() for pair in group]
+    samples = json.loads((FIXTURES / "error_messages.json").read_text())["samples"]
     messages = [sample["message"] for sample in samples]
     quotes = " ".join(quoted_error_lines(text))
     for other, original in pairs:
@@ -385,11 +420,11 @@ def test_workshop_exercise_ids_exist_and_sit_in_their_notebooks() -> None:
     for number, line in enumerate(workshop_lines(), 1):
         notebooks = set(NOTEBOOK_ID.findall(line))
         for exercise_id in EXERCISE_MENTION.findall(line):
-            assert exercise_id in EXERCISES, f"line {number}: no exercise {exercise_id!r}; known: {sorted(EXERCISES)}"
+            assert exercise_id in exercises(), f"line {number}: no exercise {exercise_id!r}; known: {sorted(exercises())}"
             if notebooks:
-                assert EXERCISES[exercise_id].notebook in notebooks, f"line {number}: {exercise_id} is not in {notebooks}"
+                assert exercises()[exercise_id].notebook in notebooks, f"line {number}: {exercise_id} is not in {notebooks}"
             mentioned += 1
-    assert mentioned >= len(EXERCISES)
+    assert mentioned >= len(exercises())
 
 
 def test_workshop_covers_every_notebook_and_exercise() -> None:
@@ -397,7 +432,7 @@ def test_workshop_covers_every_notebook_and_exercise() -> None:
     text = WORKSHOP.read_text(encoding="utf-8")
     assert set(solution_headings()) <= set(NOTEBOOK_ID.findall(text)), "a solved notebook is missing from the guide"
     skip_list = text.split("## Exercises to skip when short of time", 1)[1]
-    assert set(EXERCISE_MENTION.findall(skip_list)) == set(EXERCISES), "the skip list must rank every exercise"
+    assert set(EXERCISE_MENTION.findall(skip_list)) == set(exercises()), "the skip list must rank every exercise"
 
 
 def plans(text: str) -> Dict[int, List[int]]:

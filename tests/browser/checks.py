@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import List
 
-from helpers.errors import get_kind
-from helpers.exercises.result import CheckResult, Status
+from helpers.course.exercises.result import CheckResult, Status
+from helpers.tools.errors import get_kind
 from tests.browser.lab_page import NotebookRun
 from tests.browser.notebook_expectations import NotebookExpectations
 

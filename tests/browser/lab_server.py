@@ -32,6 +32,7 @@ LAB_SETTINGS: Dict[str, Dict[str, Any]] = {
 }
 STARTUP_TIMEOUT_S = 90.0
 SHUTDOWN_TIMEOUT_S = 30.0
+START_ATTEMPTS = 3
 
 
 @dataclass
@@ -132,6 +133,9 @@ def lab_command(root_dir: Path, state_dir: Path, port: int, token: str) -> List[
 def start_lab_server(root_dir: Path, state_dir: Path, environment: Mapping[str, str]) -> LabServer:
     """Start ``jupyter lab`` serving ``root_dir``; return once its API answers.
 
+    A server that exits at start (another process took its port between ``free_port`` and its start, which can
+    happen with tests running in parallel) is started again on another port, up to START_ATTEMPTS times.
+
     Args:
         root_dir: the folder the server shows (a temporary copy of the notebooks).
         state_dir: a private folder for settings, workspaces, config, runtime files and the log.
@@ -143,6 +147,24 @@ def start_lab_server(root_dir: Path, state_dir: Path, environment: Mapping[str, 
     state_dir.mkdir(parents=True, exist_ok=True)
     write_lab_settings(state_dir / "settings")
     (state_dir / "workspaces").mkdir(exist_ok=True)
+    attempt = 1
+    while True:
+        server = _launch(root_dir, state_dir, environment)
+        try:
+            wait_until_answering(server)
+            return server
+        except ServerExited:
+            stop_lab_server(server)
+            if attempt >= START_ATTEMPTS:
+                raise
+            attempt += 1
+        except BaseException:
+            stop_lab_server(server)
+            raise
+
+
+def _launch(root_dir: Path, state_dir: Path, environment: Mapping[str, str]) -> LabServer:
+    """Start the ``jupyter lab`` process on a free port, logging into ``state_dir``."""
     port, token = free_port(), secrets.token_hex(24)
     log_path = state_dir / "jupyter-lab.log"
     with open(log_path, "wb") as log:
@@ -155,13 +177,11 @@ def start_lab_server(root_dir: Path, state_dir: Path, environment: Mapping[str, 
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, so a stop reaches every helper it started
         )
-    server = LabServer(root_dir, state_dir, port, token, process, log_path)
-    try:
-        wait_until_answering(server)
-    except BaseException:
-        stop_lab_server(server)
-        raise
-    return server
+    return LabServer(root_dir, state_dir, port, token, process, log_path)
+
+
+class ServerExited(RuntimeError):
+    """``jupyter lab`` exited before it answered."""
 
 
 def wait_until_answering(server: LabServer, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
@@ -169,7 +189,7 @@ def wait_until_answering(server: LabServer, timeout_s: float = STARTUP_TIMEOUT_S
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise RuntimeError(f"jupyter lab exited with code {server.process.returncode}:\n{server.log_tail()}")
+            raise ServerExited(f"jupyter lab exited with code {server.process.returncode}:\n{server.log_tail()}")
         try:
             server.api("GET", "/api/status", timeout=5)
             return

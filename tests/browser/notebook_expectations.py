@@ -58,7 +58,7 @@ def python_source(cell_source: str) -> str:
 
 
 def function_name(call: ast.Call) -> str:
-    """``draw_graph`` for ``draw_graph(...)`` and ``helpers.graph.draw_graph(...)``; "" otherwise."""
+    """``draw_graph`` for ``draw_graph(...)`` and ``helpers.tools.graph.draw_graph(...)``; "" otherwise."""
     if isinstance(call.func, ast.Name):
         return call.func.id
     if isinstance(call.func, ast.Attribute):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator, List, Tuple
 import nbformat
 import pytest
 
-from helpers.exercises.result import Status
+from helpers.course.exercises.result import Status
 from tests.browser import checks
 from tests.browser.conftest import REPO_ROOT, LabServers
 from tests.browser.lab_page import NotebookRun, drive_notebook
@@ -35,6 +35,11 @@ class NotebookCase:
 
     def __str__(self) -> str:
         return f"{self.folder}/{Path(self.name).stem}"
+
+    @property
+    def class_name(self) -> str:
+        """The name of its test class, e.g. ``Test_solutions_00_start_here``."""
+        return f"Test_{self.folder}_{Path(self.name).stem}"
 
     @property
     def screenshot_name(self) -> str:
@@ -80,15 +85,6 @@ def drive(
     return BrowserResult(NotebookCase(folder, name), expected, run)
 
 
-@pytest.fixture(scope="module", params=NOTEBOOK_CASES, ids=str)
-def notebook(
-    request: pytest.FixtureRequest, chromium: Browser, lab_servers: LabServers, artifacts_dir: Path
-) -> BrowserResult:
-    """The notebook run once in the browser; every test below reads this one run."""
-    case: NotebookCase = request.param
-    return drive(lab_servers, chromium, case.folder, case.name, artifacts_dir / case.screenshot_name)
-
-
 def assert_no_problems(problems: List[str], result: BrowserResult) -> None:
     """Fail with every problem found, and where the screenshot is."""
     assert not problems, (f"{result.case}: {len(problems)} problem(s) (ran {result.run.seconds:.0f} s; "
@@ -104,47 +100,62 @@ def require(present: object, what: str, result: BrowserResult) -> None:
                     f"{result.expected.cell_count}", pytrace=False)
 
 
-def test_run_all_runs_every_cell_without_unexpected_errors(notebook: BrowserResult) -> None:
-    problems = checks.structure_problems(notebook.run, notebook.expected)
-    if len(notebook.run.cells) == notebook.expected.cell_count:
-        problems += checks.unfinished_cells(notebook.run, notebook.expected)
-    problems += checks.unexpected_errors(notebook.run)
-    assert_no_problems(problems, notebook)
+class NotebookInTheBrowser:
+    """What a learner sees after Run All in one notebook, ``case``.
+
+    Each notebook gets a subclass (made below), so that pytest-xdist's ``--dist loadscope``, which keeps a class on
+    one worker, spreads the notebooks over the workers while each notebook runs once.
+    """
+
+    case: NotebookCase
+
+    @pytest.fixture(scope="class")
+    def notebook(
+        self, request: pytest.FixtureRequest, chromium: Browser, lab_servers: LabServers, artifacts_dir: Path
+    ) -> BrowserResult:
+        """The notebook run once in the browser; every test of the class reads this one run."""
+        case: NotebookCase = request.cls.case
+        return drive(lab_servers, chromium, case.folder, case.name, artifacts_dir / case.screenshot_name)
+
+    def test_run_all_runs_every_cell_without_unexpected_errors(self, notebook: BrowserResult) -> None:
+        problems = checks.structure_problems(notebook.run, notebook.expected)
+        if len(notebook.run.cells) == notebook.expected.cell_count:
+            problems += checks.unfinished_cells(notebook.run, notebook.expected)
+        problems += checks.unexpected_errors(notebook.run)
+        assert_no_problems(problems, notebook)
+
+    def test_every_expected_error_cell_shows_its_explanation(self, notebook: BrowserResult) -> None:
+        require(notebook.expected.error_cards, "expect_error cell", notebook)
+        assert_no_problems(checks.missing_error_explanations(notebook.run, notebook.expected), notebook)
+
+    def test_every_exercise_check_shows_its_card_passed_or_not_attempted(self, notebook: BrowserResult) -> None:
+        require(notebook.expected.exercise_checks, "exercises.check cell", notebook)
+        problems = checks.missing_exercise_cards(notebook.run, notebook.expected, notebook.case.exercise_status)
+        assert_no_problems(problems, notebook)
+
+    def test_every_graph_picture_renders_as_a_drawn_svg(self, notebook: BrowserResult) -> None:
+        require(notebook.expected.graph_cells, "draw_graph/draw_saved_graph cell", notebook)
+        assert_no_problems(checks.missing_graph_pictures(notebook.run, notebook.expected), notebook)
+
+    def test_every_predict_and_hint_widget_renders_its_buttons(self, notebook: BrowserResult) -> None:
+        require(notebook.expected.predict_questions or notebook.expected.hint_cells, "widget cell", notebook)
+        assert_no_problems(checks.missing_widgets(notebook.run, notebook.expected), notebook)
+
+    def test_clicking_a_predict_choice_reveals_the_answer(self, notebook: BrowserResult) -> None:
+        require(notebook.expected.predict_questions, "predict cell", notebook)
+        assert_no_problems(checks.unanswered_clicks(notebook.run, notebook.expected), notebook)
+
+    def test_screenshot_shows_the_whole_notebook(self, notebook: BrowserResult) -> None:
+        path = notebook.run.screenshot
+        assert path is not None and path.is_file(), f"no screenshot for {notebook.case}"
+        width, height = png_size(path)
+        assert width >= 1000 and height >= notebook.run.shown_height, (width, height, notebook.run.shown_height)
+        assert notebook.run.shown_height >= notebook.run.content_height, (
+            f"the screenshot shows {notebook.run.shown_height} of the notebook's {notebook.run.content_height} pixels")
 
 
-def test_every_expected_error_cell_shows_its_explanation(notebook: BrowserResult) -> None:
-    require(notebook.expected.error_cards, "expect_error cell", notebook)
-    assert_no_problems(checks.missing_error_explanations(notebook.run, notebook.expected), notebook)
-
-
-def test_every_exercise_check_shows_its_card_passed_or_not_attempted(notebook: BrowserResult) -> None:
-    require(notebook.expected.exercise_checks, "exercises.check cell", notebook)
-    problems = checks.missing_exercise_cards(notebook.run, notebook.expected, notebook.case.exercise_status)
-    assert_no_problems(problems, notebook)
-
-
-def test_every_graph_picture_renders_as_a_drawn_svg(notebook: BrowserResult) -> None:
-    require(notebook.expected.graph_cells, "draw_graph/draw_saved_graph cell", notebook)
-    assert_no_problems(checks.missing_graph_pictures(notebook.run, notebook.expected), notebook)
-
-
-def test_every_predict_and_hint_widget_renders_its_buttons(notebook: BrowserResult) -> None:
-    require(notebook.expected.predict_questions or notebook.expected.hint_cells, "widget cell", notebook)
-    assert_no_problems(checks.missing_widgets(notebook.run, notebook.expected), notebook)
-
-
-def test_clicking_a_predict_choice_reveals_the_answer(notebook: BrowserResult) -> None:
-    require(notebook.expected.predict_questions, "predict cell", notebook)
-    assert_no_problems(checks.unanswered_clicks(notebook.run, notebook.expected), notebook)
-
-
-def test_screenshot_shows_the_whole_notebook(notebook: BrowserResult) -> None:
-    path = notebook.run.screenshot
-    assert path is not None and path.is_file(), f"no screenshot for {notebook.case}"
-    width, height = png_size(path)
-    assert width >= 1000 and height >= notebook.run.shown_height, (width, height, notebook.run.shown_height)
-    assert notebook.run.shown_height >= notebook.run.content_height, (
-        f"the screenshot shows {notebook.run.shown_height} of the notebook's {notebook.run.content_height} pixels")
+for _case in NOTEBOOK_CASES:
+    globals()[_case.class_name] = type(_case.class_name, (NotebookInTheBrowser,), {"case": _case})
 
 
 def png_size(path: Path) -> Tuple[int, int]:

@@ -1,0 +1,239 @@
+"""Generate the student notebooks from solutions/ (the one source).
+
+Usage, from the repository root::
+
+    python -m authoring.generate           # write notebooks/*.ipynb and helpers/course/exercises/solutions.json
+    python -m authoring.generate --check   # fail when any of them is stale (the tests run this)
+    python -m authoring.generate --force   # overwrite student copies a learner edited (a .bak copy is kept)
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import nbformat
+
+from authoring import release_json
+from authoring.launch_cells import badges_markdown, readme_with_badges, with_badges, with_launch_cells
+from authoring.solution_markers import MarkerError, has_marker_text, split_cell
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+SOLUTIONS_JSON = Path("helpers") / "course" / "exercises" / "solutions.json"
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+GENERATED_NOTE = (
+    "Generated from solutions/ by `python -m authoring.generate`: edit the solution notebook, not this copy."
+)
+
+
+def source_hash(notebook: nbformat.NotebookNode) -> str:
+    """A fingerprint of a notebook's cell types and sources (outputs do not count)."""
+    cells = [[cell.cell_type, cell.source] for cell in notebook.cells]
+    return hashlib.sha256(json.dumps(cells).encode("utf-8")).hexdigest()
+
+
+def _clean_cell(cell: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    cell = copy.deepcopy(cell)
+    tags = cell.get("metadata", {}).get("tags")
+    cell["metadata"] = nbformat.NotebookNode({"tags": tags} if tags else {})
+    if cell.cell_type == "code":
+        cell["outputs"] = []
+        cell["execution_count"] = None
+    return cell
+
+
+def make_student_notebook(
+    solution: nbformat.NotebookNode, solution_path: str, solutions_out: Dict[str, dict]
+) -> nbformat.NotebookNode:
+    """The student copy of ``solution``: stubs for answers, no outputs, clean metadata.
+
+    Each exercise's notebook, position in it (1 for its first exercise) and solution source are added to
+    ``solutions_out``.
+
+    Raises:
+        MarkerError: malformed markers, markers in markdown, or an exercise solved in two cells.
+    """
+    cells = []
+    position = 0
+    for index, cell in enumerate(solution.cells, 1):
+        where = f"{solution_path}, cell {index}"
+        student_cell = _clean_cell(cell)
+        if cell.cell_type == "code":
+            split = split_cell(cell.source, where)
+            student_cell["source"] = split.student_source
+            if split.exercise_id is not None:
+                if split.exercise_id in solutions_out:
+                    raise MarkerError(where, 1, f"exercise {split.exercise_id!r} already has a solution cell")
+                position += 1
+                solutions_out[split.exercise_id] = {
+                    "notebook": Path(solution_path).stem,
+                    "position": position,
+                    "source": split.solution_source,
+                }
+        elif has_marker_text(cell.source):
+            raise MarkerError(where, 1, "solution markers are allowed in code cells only")
+        cells.append(student_cell)
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = cells
+    notebook.metadata = nbformat.NotebookNode(
+        {
+            "kernelspec": solution.metadata.get("kernelspec", KERNELSPEC),
+            "language_info": {"name": "python"},
+        }
+    )
+    notebook.metadata["course"] = {
+        "generated_from": solution_path,
+        "note": GENERATED_NOTE,
+        "source_hash": source_hash(notebook),
+    }
+    return notebook
+
+
+def _notebook_text(notebook: nbformat.NotebookNode) -> str:
+    nbformat.validate(notebook)
+    return nbformat.writes(notebook, version=4) + "\n"
+
+
+def _student_with_launch_cells(
+    student: nbformat.NotebookNode, release: release_json.Release, student_path: str
+) -> nbformat.NotebookNode:
+    student = with_launch_cells(student, release, student_path)
+    student.metadata["course"]["source_hash"] = source_hash(student)
+    return student
+
+
+def _readme(root: Path, release: release_json.Release, stems: List[str]) -> Optional[str]:
+    readme_path = root / "README.md"
+    if not readme_path.exists():
+        return None
+    readme = readme_with_badges(readme_path.read_text(encoding="utf-8"), release, "notebooks", stems)
+    return with_badges(readme, badges_markdown(release, "notebooks/00_start_here.ipynb"))
+
+
+def build(root: Path) -> Dict[Path, str]:
+    """Every generated file under ``root``, as path -> text.
+
+    That is the student copies, the exercises' solutions file, and the parts generated from release.json:
+    the badges and Colab set-up cell in each solution notebook, and the README's badges.
+    """
+    outputs: Dict[Path, str] = {}
+    solutions: Dict[str, dict] = {}
+    release = release_json.load(root)
+    solution_files = sorted((root / "solutions").glob("*.ipynb"))
+    for solution_file in solution_files:
+        relative = solution_file.relative_to(root).as_posix()
+        solution = nbformat.read(str(solution_file), as_version=4)
+        solution = with_launch_cells(solution, release, relative)
+        outputs[solution_file] = _notebook_text(solution)
+        student = make_student_notebook(solution, relative, solutions)
+        student_path = f"notebooks/{solution_file.name}"
+        outputs[root / student_path] = _notebook_text(_student_with_launch_cells(student, release, student_path))
+    outputs[root / SOLUTIONS_JSON] = json.dumps(solutions, indent=1, sort_keys=True) + "\n"
+    readme = _readme(root, release, [path.stem for path in solution_files])
+    if readme is not None:
+        outputs[root / "README.md"] = readme
+    return outputs
+
+
+def learner_edited(path: Path) -> bool:
+    """True when a student copy's cells differ from what the generator last wrote there."""
+    try:
+        notebook = nbformat.read(str(path), as_version=4)
+    except Exception:
+        return True  # unreadable: treat as someone's work, never overwrite silently
+    recorded = notebook.metadata.get("course", {}).get("source_hash")
+    return recorded != source_hash(notebook)
+
+
+def orphans(root: Path) -> List[Path]:
+    """Student notebooks whose solution no longer exists."""
+    solution_names = {path.name for path in (root / "solutions").glob("*.ipynb")}
+    return [path for path in sorted((root / "notebooks").glob("*.ipynb")) if path.name not in solution_names]
+
+
+def check(root: Path) -> List[str]:
+    """Problems that make the generated files stale; empty when all is up to date."""
+    problems = []
+    for path, text in build(root).items():
+        if not path.exists():
+            problems.append(f"{path.relative_to(root)} is missing")
+        elif path.read_text(encoding="utf-8") != text:
+            problems.append(f"{path.relative_to(root)} is stale")
+    problems += [f"{path.relative_to(root)} has no solution notebook" for path in orphans(root)]
+    return problems
+
+
+def write(root: Path, force: bool) -> List[str]:
+    """Write every generated file; returns the student copies refused because a learner edited them."""
+    outputs = build(root)
+    refused = [
+        path
+        for path in outputs
+        if path.parent == root / "notebooks" and path.exists() and learner_edited(path)
+        and path.read_text(encoding="utf-8") != outputs[path]
+    ]
+    if refused and not force:
+        return [str(path.relative_to(root)) for path in refused]
+    for path in refused:
+        backup = path.with_name(f"{path.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
+        backup.write_bytes(path.read_bytes())
+        print(f"kept your edited copy as {backup.relative_to(root)}")
+    for path, text in outputs.items():
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            continue  # unchanged: keep its timestamp
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return []
+
+
+def is_solution_notebook(path: Path, root: Optional[Path] = None) -> bool:
+    """True for a notebook under solutions/: its checks run strict (COURSE_STRICT=1) in tests and benchmarks."""
+    return Path(path).resolve().is_relative_to((root or default_root()).resolve() / "solutions")
+
+
+def default_root() -> Path:
+    """The repository root: the folder above ``authoring/`` when it holds solutions/, else the cwd."""
+    candidate = PACKAGE_DIR.parent
+    return candidate if (candidate / "solutions").is_dir() else Path.cwd()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line; returns the exit code (0 ok, 1 stale or refused, 2 bad markers)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="fail when generated files are stale")
+    parser.add_argument("--force", action="store_true", help="overwrite edited student copies (keeps a .bak)")
+    parser.add_argument("--root", type=Path, default=None, help="repository root (default: found automatically)")
+    args = parser.parse_args(argv)
+    root = (args.root or default_root()).resolve()
+    try:
+        if args.check:
+            problems = check(root)
+            for problem in problems:
+                print(f"stale: {problem}", file=sys.stderr)
+            if problems:
+                print("Run `python -m authoring.generate` and commit the result.", file=sys.stderr)
+                return 1
+            print("notebooks/ is up to date with solutions/, and badges and set-up cells with release.json")
+            return 0
+        refused = write(root, args.force)
+    except (MarkerError, release_json.ReleaseError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if refused:
+        print("Not overwritten, because they were edited since they were generated:", file=sys.stderr)
+        for path in refused:
+            print(f"  {path}", file=sys.stderr)
+        print("Save your work elsewhere, or rerun with --force (your copy is kept as a .bak file).", file=sys.stderr)
+        return 1
+    print("wrote notebooks/, helpers/course/exercises/solutions.json, "
+          "and the launch cells and badges from release.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""The generated parts that open the course elsewhere: Colab and Binder badges, and the Colab set-up cell.
+
+All of them come from ``release.json`` (see ``authoring.release_json``). ``python -m authoring.generate`` writes them
+into every solution notebook (and so into the student copies) and into the README's notebook table.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import List, Optional
+
+import nbformat
+
+from authoring.release_json import Release
+
+SETUP_TAG = "colab-setup"
+BADGES_START = "<!-- launch badges: generated from release.json by `python -m authoring.generate` -->"
+BADGES_END = "<!-- end of launch badges -->"
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+BINDER_BADGE = "https://mybinder.org/badge_logo.svg"
+COURSE_DISTRIBUTION = "two-losses-course-helpers"
+COLAB_CHECKOUT = "/content/two-losses-course"
+# Installed on Colab with --no-deps, beside the helpers: Colab has torch, ipywidgets, numpy, nbformat, IPython.
+COLAB_EXTRA_PACKAGES = ("torchviz==0.0.3", "graphviz")
+
+_SETUP_TEMPLATE = '''\
+# Set-up for Google Colab only: everywhere else this cell does nothing.
+# On Colab it fetches this course at its release and installs the course's helpers.
+# --no-deps keeps Colab's own torch and ipywidgets; the helpers need nothing else that Colab lacks.
+COURSE_REPOSITORY = {repository}  # filled in by the release step (release.json)
+COURSE_REF = {ref}  # a tag or a commit, never a branch
+
+import importlib.metadata
+import importlib.util
+
+if importlib.util.find_spec("google") and importlib.util.find_spec("google.colab"):
+    try:
+        importlib.metadata.version("{distribution}")
+    except importlib.metadata.PackageNotFoundError:
+        import subprocess
+        import sys
+
+        if COURSE_REPOSITORY is None:
+            raise RuntimeError("This copy of the course has no release yet: open it from a release's Colab badge.")
+        for command in (
+            ["git", "init", "-q", "{checkout}"],
+            ["git", "-C", "{checkout}", "fetch", "-q", "--depth", "1", COURSE_REPOSITORY, COURSE_REF],
+            ["git", "-C", "{checkout}", "checkout", "-q", "FETCH_HEAD"],
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "{checkout}", {extras}],
+        ):
+            subprocess.run(command, check=True)
+        importlib.invalidate_caches()'''
+
+
+def _literal(value: Optional[str]) -> str:
+    """``value`` as Python source, in double quotes like the rest of the cell."""
+    return "None" if value is None else json.dumps(value)
+
+
+def setup_source(release: Release) -> str:
+    """The source of the Colab set-up cell for ``release``."""
+    return _SETUP_TEMPLATE.format(
+        repository=_literal(release.repository),
+        ref=_literal(release.ref),
+        distribution=COURSE_DISTRIBUTION,
+        checkout=COLAB_CHECKOUT,
+        extras=", ".join(_literal(package) for package in COLAB_EXTRA_PACKAGES),
+    )
+
+
+def badges_markdown(release: Release, notebook_path: str) -> str:
+    """Colab and Binder badges that open ``notebook_path``; empty before a release."""
+    if not release.is_set:
+        return ""
+    colab = f"[![Open in Colab]({COLAB_BADGE})]({release.colab_url(notebook_path)})"
+    binder = f"[![Launch on Binder]({BINDER_BADGE})]({release.binder_url(notebook_path)})"
+    return f"{colab} {binder}"
+
+
+def _without_badges(markdown: str) -> str:
+    pattern = re.compile(re.escape(BADGES_START) + r".*?" + re.escape(BADGES_END) + r"\n?", re.DOTALL)
+    return pattern.sub("", markdown)
+
+
+def with_badges(markdown: str, badges: str) -> str:
+    """``markdown`` (a notebook's first cell) with its badge block replaced: after the title line, or none."""
+    markdown = _without_badges(markdown)
+    if not badges:
+        return markdown
+    title, newline, rest = markdown.partition("\n")
+    return f"{title}\n{BADGES_START}\n{badges}\n{BADGES_END}{newline}{rest}"
+
+
+def _is_setup_cell(cell: nbformat.NotebookNode) -> bool:
+    return cell.cell_type == "code" and SETUP_TAG in cell.get("metadata", {}).get("tags", [])
+
+
+def with_launch_cells(notebook: nbformat.NotebookNode, release: Release, notebook_path: str) -> nbformat.NotebookNode:
+    """A copy of ``notebook`` with fresh badges in its first cell and the set-up cell right below that cell."""
+    notebook = copy.deepcopy(notebook)
+    cells: List[nbformat.NotebookNode] = [cell for cell in notebook.cells if not _is_setup_cell(cell)]
+    if cells and cells[0].cell_type == "markdown":
+        cells[0].source = with_badges(cells[0].source, badges_markdown(release, notebook_path))
+    first_code = 1 if cells and cells[0].cell_type == "markdown" else 0
+    setup = nbformat.v4.new_code_cell(setup_source(release), metadata={"tags": [SETUP_TAG]})
+    setup["id"] = SETUP_TAG  # stable, so regenerating changes nothing
+    cells.insert(first_code, setup)
+    notebook.cells = cells
+    return notebook
+
+
+def readme_open_cell(release: Release, notebook_path: Optional[str]) -> str:
+    """What the README's "open" column shows for one notebook."""
+    if notebook_path is None:
+        return ""
+    return badges_markdown(release, notebook_path) or "after the first release"
+
+
+def readme_with_badges(readme: str, release: Release, notebook_folder: str, existing: List[str]) -> str:
+    """``readme`` with the last column ("open") of its notebook table regenerated.
+
+    The table's rows start with the notebook's stem in backticks, e.g. ``| `00_start_here` |``; a row whose
+    notebook does not exist yet gets an empty cell.
+    """
+    lines = []
+    for line in readme.split("\n"):
+        match = re.match(r"^\| `(?P<stem>\d\d_\w+)` \|", line)
+        if match:
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            stem = match["stem"]
+            cells[-1] = readme_open_cell(release, f"{notebook_folder}/{stem}.ipynb" if stem in existing else None)
+            line = "| " + " | ".join(cells) + " |"
+        lines.append(line)
+    return "\n".join(lines)

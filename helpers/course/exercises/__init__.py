@@ -1,0 +1,5 @@
+"""Checked exercises: ``exercises.check(exercise_id, answer)``, ``exercises.hint(exercise_id)``, ``exercises.ids()``."""
+from helpers.course.exercises.api import check, evaluate, hint, ids
+from helpers.course.exercises.result import CheckResult, Status
+
+__all__ = ["check", "evaluate", "hint", "ids", "CheckResult", "Status"]

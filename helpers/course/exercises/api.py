@@ -1,0 +1,55 @@
+"""``check``, ``hint`` and ``ids``: what notebooks call."""
+from __future__ import annotations
+
+import os
+from typing import Any, List, Optional
+
+from helpers.course.exercises.guard import LearnerError, NotAttempted, is_unanswered
+from helpers.course.exercises.hints import make_hint
+from helpers.course.exercises.registry import exercises, get_exercise
+from helpers.course.exercises.result import CheckResult, failed, not_attempted
+
+STRICT_VARIABLE = "COURSE_STRICT"
+
+
+def ids() -> List[str]:
+    """The ids of all exercises, in course order."""
+    return list(exercises())
+
+
+def strict_mode() -> bool:
+    """True when ``$COURSE_STRICT`` is 1: a failed check raises (the tests set it for solutions/)."""
+    return os.environ.get(STRICT_VARIABLE, "") == "1"
+
+
+def evaluate(exercise_id: str, answer: Any) -> CheckResult:
+    """Run the checker of ``exercise_id`` on ``answer``; never raises for anything the answer does."""
+    exercise = get_exercise(exercise_id)
+    if is_unanswered(answer):
+        return not_attempted(exercise_id)
+    try:
+        return exercise.checker(answer)
+    except NotAttempted:
+        return not_attempted(exercise_id)
+    except LearnerError as error:
+        return failed(exercise_id, error.diagnosis)
+    except Exception as error:  # an answer so unusual that comparing it failed: still feedback, never a crash
+        return failed(exercise_id, f"Your answer could not be compared with the reference ({type(error).__name__}: "
+                                   f"{error}). Check what your code returns.")
+
+
+def check(exercise_id: str, answer: Any) -> CheckResult:
+    """Check ``answer`` and return the result (a feedback card in Jupyter).
+
+    Raises:
+        AssertionError: only in strict mode, when the result is not a pass.
+    """
+    result = evaluate(exercise_id, answer)
+    if strict_mode() and not result.passed:
+        raise AssertionError(f"{STRICT_VARIABLE}=1 and the check did not pass:\n{result}")
+    return result
+
+
+def hint(exercise_id: str, level: Optional[int] = None) -> Any:  # a widget or a HintText
+    """Hints for ``exercise_id``: a reveal-one-at-a-time widget in Jupyter, or the text up to ``level``."""
+    return make_hint(exercise_id, get_exercise(exercise_id).hints, level)

@@ -1,0 +1,60 @@
+"""Comparing a learner's tensor with the reference, and saying how it differs."""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+import torch
+
+from helpers.tools.gradients import close, same_gradients  # noqa: F401 - part of this module's interface
+
+
+def describe_value(value: Any) -> str:
+    """A short description of any value, for diagnoses."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {list(value.shape)}"
+    return f"{type(value).__name__} {value!r}"[:120]
+
+
+
+
+def scale_factor(actual: torch.Tensor, expected: torch.Tensor) -> Optional[float]:
+    """When ``actual`` is a constant multiple of ``expected``, that multiple; else None."""
+    actual = actual.detach().float().cpu().flatten()
+    expected = expected.detach().float().cpu().flatten()
+    norm = expected.dot(expected)
+    if actual.shape != expected.shape or norm == 0:
+        return None
+    factor = float(actual.dot(expected) / norm)
+    return factor if close(actual, factor * expected) else None
+
+
+def max_difference(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """The largest absolute element-wise difference."""
+    return float((actual.detach().float().cpu() - expected.detach().float().cpu()).abs().max())
+
+
+
+
+def added(first: Sequence[torch.Tensor], second: Sequence[Optional[torch.Tensor]]) -> List[torch.Tensor]:
+    """Element-wise sum of two gradient lists (a missing gradient counts as zero)."""
+    return [a + (torch.zeros_like(a) if b is None else b) for a, b in zip(first, second)]
+
+
+def flattened(grads: Sequence[Optional[torch.Tensor]], like: Sequence[torch.Tensor]) -> torch.Tensor:
+    """All gradients as one vector (a missing gradient counts as zero)."""
+    return torch.cat([(torch.zeros_like(e) if g is None else g).flatten() for g, e in zip(grads, like)])
+
+
+def near_gradients(actual: Sequence[Optional[torch.Tensor]], expected: Sequence[torch.Tensor],
+                   tolerance: float) -> bool:
+    """Every gradient present, with ``|actual - expected| / |expected| < tolerance`` (norms, per tensor).
+
+    For low-precision (autocast) runs, where element-wise round-off varies with the order of operations.
+    """
+    def ok(a: torch.Tensor, e: torch.Tensor) -> bool:
+        a, e = a.detach().float().cpu(), e.detach().float().cpu()
+        return float((a - e).norm()) <= tolerance * max(float(e.norm()), 1e-12)
+
+    return len(actual) == len(expected) and all(
+        a is not None and a.shape == e.shape and ok(a, e) for a, e in zip(actual, expected)
+    )

@@ -1,0 +1,77 @@
+"""Running a learner's code so that nothing it does can crash the checker."""
+from __future__ import annotations
+
+import traceback
+from typing import Any, Callable, Mapping
+
+import torch
+
+from helpers.course.exercises.solutions import STUB_MESSAGE
+from helpers.tools.errors import KINDS, short_description
+from helpers.tools.frames import is_library_frame
+
+STUB_MESSAGES = ("", STUB_MESSAGE)  # a bare `raise NotImplementedError`, or the generated stub's
+
+
+class NotAttempted(Exception):
+    """The learner has not written an answer yet (``...``, ``None`` or ``NotImplementedError``)."""
+
+
+class LearnerError(Exception):
+    """The learner's code raised; ``diagnosis`` says what, for the feedback card."""
+
+    def __init__(self, diagnosis: str) -> None:
+        super().__init__(diagnosis)
+        self.diagnosis = diagnosis
+
+
+def is_unanswered(answer: Any) -> bool:
+    """True for the placeholders a student copy starts with."""
+    return answer is None or answer is Ellipsis
+
+
+def run_learner(what: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call the learner's ``function``; turn any exception it raises into NotAttempted or LearnerError.
+
+    Args:
+        what: how to name this call in a diagnosis, e.g. "your second step".
+    """
+    if is_unanswered(function):
+        raise NotAttempted()
+    if not callable(function):
+        raise LearnerError(f"The answer should be a function, but it is {type(function).__name__}: {function!r}.")
+    grad_mode = torch.is_grad_enabled()
+    try:
+        with torch.enable_grad():
+            return function(*args, **kwargs)
+    except NotImplementedError as error:
+        if _raised_by_learner(error):
+            raise NotAttempted() from error
+        raise LearnerError(f"{what} raised {short_description(error)}") from error
+    except (Exception, SystemExit) as error:  # AssertionError and exit() included: they are the learner's code too
+        raise LearnerError(f"{what} raised {short_description(error)}") from error
+    finally:
+        torch.set_grad_enabled(grad_mode)  # a learner's set_grad_enabled(False) must not outlive the check
+
+
+def _raised_by_learner(error: BaseException) -> bool:
+    """True for a stub's own ``raise NotImplementedError``, not for one from inside torch."""
+    frames = traceback.extract_tb(error.__traceback__)
+    from_learner = bool(frames) and not is_library_frame(frames[-1].filename)
+    return from_learner and str(error) in STUB_MESSAGES
+
+
+def run_step(step_function: Callable[..., Any], step: int, *args: Any, explanations: Mapping[str, str]) -> Any:
+    """``run_learner`` for a training-step exercise's step number ``step``.
+
+    When the learner's step raises an error of a kind in ``explanations`` (a kind of ``helpers.tools.errors.KINDS``,
+    or else a piece of the message), the diagnosis gets that exercise's explanation of what it means there.
+    """
+    try:
+        return run_learner(f"Your step (step {step})", step_function, *args)
+    except LearnerError as error:
+        cause = error.__cause__
+        for key, explanation in explanations.items():
+            if cause is not None and (KINDS[key].matches(cause) if key in KINDS else key in str(cause)):
+                raise LearnerError(f"{error.diagnosis} {explanation}") from cause
+        raise

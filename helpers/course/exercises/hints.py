@@ -1,0 +1,76 @@
+"""Hints revealed one level at a time: symptom, cause, the API to use, the full solution."""
+from __future__ import annotations
+
+import html
+from typing import List, Optional, Tuple
+
+from helpers.course.exercises.solutions import solution_source
+from helpers.tools.display import card_html, in_notebook, pre_html
+
+LEVEL_NAMES = ("Symptom", "Cause", "API to use", "Full solution")
+
+
+def hint_levels(exercise_id: str, hints: Tuple[str, str, str]) -> List[Tuple[str, str]]:
+    """All four levels as (name, text)."""
+    solution = solution_source(exercise_id) or "(no solution recorded for this exercise)"
+    return list(zip(LEVEL_NAMES, (*hints, solution)))
+
+
+class HintText:
+    """Hints up to a level, as text (plain Python) or a card (Jupyter without widgets)."""
+
+    def __init__(self, exercise_id: str, levels: List[Tuple[str, str]], shown: int) -> None:
+        self.exercise_id = exercise_id
+        self.levels = levels
+        self.shown = max(1, min(shown, len(levels)))
+
+    def __str__(self) -> str:
+        lines = [f"Hints for {self.exercise_id}:"]
+        lines += [f"{i}. {name}: {text}" for i, (name, text) in enumerate(self.levels[: self.shown], 1)]
+        if self.shown < len(self.levels):
+            lines.append(f'(more: exercises.hint("{self.exercise_id}", level={self.shown + 1}))')
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        parts = [_level_html(i, name, text) for i, (name, text) in enumerate(self.levels[: self.shown], 1)]
+        return card_html(f"Hints for {self.exercise_id}", "".join(parts), accent="#2980b9")
+
+
+def _level_html(number: int, name: str, text: str) -> str:
+    body = pre_html(text) if name == "Full solution" else f"<div>{html.escape(text)}</div>"
+    return f"<div style='margin:4px 0'><b>{number}. {html.escape(name)}</b>{body}</div>"
+
+
+def hint_widget(exercise_id: str, levels: List[Tuple[str, str]]):  # -> ipywidgets.VBox
+    """A button that reveals the next level each click (ipywidgets 7 and 8)."""
+    import ipywidgets
+
+    shown = ipywidgets.HTML(value="")
+    button = ipywidgets.Button(description=f"Show hint 1 of {len(levels)}")
+    state = {"count": 0}
+
+    def reveal(_button: object) -> None:
+        if state["count"] >= len(levels):
+            return
+        state["count"] += 1
+        number = state["count"]
+        shown.value += _level_html(number, *levels[number - 1])
+        if number == len(levels):
+            button.description = "All hints shown"
+            button.disabled = True
+        else:
+            button.description = f"Show hint {number + 1} of {len(levels)}"
+
+    button.on_click(reveal)
+    return ipywidgets.VBox([button, shown])
+
+
+def make_hint(exercise_id: str, hints: Tuple[str, str, str], level: Optional[int] = None):
+    """A widget in Jupyter; text up to ``level`` (default 1) elsewhere or when ``level`` is given."""
+    levels = hint_levels(exercise_id, hints)
+    if level is None and in_notebook():
+        try:
+            return hint_widget(exercise_id, levels)
+        except ImportError:
+            pass
+    return HintText(exercise_id, levels, level or 1)

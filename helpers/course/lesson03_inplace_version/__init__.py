@@ -1,0 +1,1 @@
+"""Notebook 03, error 2 and version counters: its exercise."""

@@ -1,0 +1,1 @@
+"""Notebook 04, whose gradient: the recipes and their benchmark, and the exercise."""

@@ -1,5 +1,0 @@
-"""Checked exercises: ``exercises.check(exercise_id, answer)``, ``exercises.hint(exercise_id)``, ``exercises.ids()``."""
-from helpers.exercises.api import check, evaluate, hint, ids
-from helpers.exercises.result import CheckResult, Status
-
-__all__ = ["check", "evaluate", "hint", "ids", "CheckResult", "Status"]

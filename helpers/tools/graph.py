@@ -1,0 +1,194 @@
+"""Drawing an autograd graph: a thin, never-crashing layer over torchviz.
+
+torchviz 0.0.3 does ``from distutils.version import LooseVersion``, and Python 3.12 removed distutils:
+we lend it a tiny stand-in for the length of the import. Without the graphviz ``dot`` program we show
+the same graph as text, with how to install graphviz.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import html
+import importlib
+import re
+import shutil
+import subprocess
+import sys
+import types
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+
+from helpers.tools.display import card_html, pre_html
+from helpers.tools.saved import graph_nodes
+
+INSTALL_GRAPHVIZ = (
+    "Install graphviz's `dot` program to see pictures: "
+    "`sudo apt-get install graphviz` (Debian/Ubuntu, Colab), `brew install graphviz` (macOS), "
+    "or `conda install -c conda-forge graphviz`. Then restart the kernel."
+)
+
+Outputs = Union[torch.Tensor, Sequence[torch.Tensor]]
+
+
+class _LooseVersion:
+    """Just enough of distutils' LooseVersion for torchviz's one comparison."""
+
+    def __init__(self, text: str) -> None:
+        self.parts = tuple(int(p) if p.isdigit() else p for p in re.findall(r"\d+|[a-zA-Z]+", text))
+
+    def _key(self) -> Tuple:
+        return tuple((0, p) if isinstance(p, int) else (1, p) for p in self.parts)
+
+    def __lt__(self, other: "_LooseVersion") -> bool:
+        return self._key() < other._key()
+
+
+@contextlib.contextmanager
+def _distutils_stand_in() -> Iterator[None]:
+    """Make ``distutils.version.LooseVersion`` importable while inside, then put sys.modules back."""
+    names = ("distutils", "distutils.version")
+    saved = {name: sys.modules[name] for name in names if name in sys.modules}
+    package = types.ModuleType("distutils")
+    version = types.ModuleType("distutils.version")
+    version.LooseVersion = _LooseVersion  # type: ignore[attr-defined]
+    package.version = version  # type: ignore[attr-defined]
+    sys.modules.update({"distutils": package, "distutils.version": version})
+    try:
+        yield
+    finally:
+        for name in names:
+            if name in saved:
+                sys.modules[name] = saved[name]
+            else:
+                sys.modules.pop(name, None)
+
+
+def import_torchviz() -> Optional[types.ModuleType]:
+    """torchviz, importable even where distutils is missing; None when torchviz is not installed."""
+    try:
+        return importlib.import_module("torchviz")
+    except ImportError as error:
+        if "distutils" not in str(error):
+            return None
+    with _distutils_stand_in():
+        try:
+            return importlib.import_module("torchviz")
+        except ImportError:
+            return None
+
+
+def dot_available() -> bool:
+    """True when graphviz's ``dot`` program is on PATH and runs."""
+    dot = shutil.which("dot")
+    return dot is not None and _dot_runs(dot)
+
+
+@functools.lru_cache(maxsize=None)
+def _dot_runs(dot: str) -> bool:
+    """Whether this ``dot`` executable starts; asked once per executable."""
+    try:
+        subprocess.run([dot, "-V"], capture_output=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return True
+
+
+def named_parameters(**models: nn.Module) -> Dict[str, torch.Tensor]:
+    """``named_parameters(M1=m1, M2=m2)`` -> ``{"M1.0.weight": ..., "M2.2.bias": ...}`` for labels."""
+    return {f"{model_name}.{name}": p for model_name, model in models.items() for name, p in model.named_parameters()}
+
+
+def _as_tuple(outputs: Outputs) -> Tuple[torch.Tensor, ...]:
+    return (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
+
+
+def graph_as_text(
+    outputs: Outputs,
+    params: Optional[Mapping[str, torch.Tensor]] = None,
+    tag: Optional[Callable[[Any], str]] = None,
+    notes: Optional[Callable[[Any], List[str]]] = None,
+) -> str:
+    """The autograd graph as numbered lines: each node, and the nodes it passes gradients to.
+
+    Args:
+        outputs: the tensors whose graph to show.
+        params: parameters by name, to label the leaves.
+        tag: optional text shown in brackets after each node (e.g. the model or loss it belongs to).
+        notes: optional extra lines under each node (e.g. its saved tensors).
+    """
+    param_names = {id(p): name for name, p in (params or {}).items()}
+    nodes = graph_nodes(outputs)
+    numbers = {id(node): index for index, node in enumerate(nodes, 1)}
+    roots = [t.grad_fn for t in _as_tuple(outputs) if t.grad_fn is not None]
+    output_labels = {id(root): f"  (output {i})" for i, root in enumerate(roots, 1)}
+    lines = []
+    for node in nodes:
+        label = type(node).__name__
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            label += f"  {param_names.get(id(variable), 'leaf')} {list(variable.shape)}"
+        if tag is not None:
+            label += f"  ({tag(node)})"
+        children = [f"[{numbers[id(child)]}]" for child, _ in node.next_functions if child is not None]
+        arrow = f"  -> {', '.join(children)}" if children else ""
+        lines.append(f"[{numbers[id(node)]}] {label}{output_labels.get(id(node), '')}{arrow}")
+        lines += [f"      {note}" for note in (notes(node) if notes is not None else [])]
+    return "\n".join(lines) if lines else "(no graph: these tensors have no grad_fn)"
+
+
+class GraphPicture:
+    """A drawn graph: SVG in Jupyter when ``dot`` works, readable text otherwise."""
+
+    def __init__(self, digraph: Any, text: str, problem: Optional[str]) -> None:
+        self.digraph = digraph
+        self.text = text
+        self.problem = problem
+
+    def svg(self) -> Optional[str]:
+        """The picture as SVG, or None when it cannot be drawn here."""
+        if self.digraph is None or not dot_available():
+            return None
+        try:
+            return self.digraph.pipe(format="svg").decode("utf-8")
+        except Exception:  # graphviz missing or broken: fall back to text, never crash a lesson
+            return None
+
+    def save_png(self, path: str) -> bool:
+        """Write a PNG to ``path``; False when that is impossible here."""
+        if self.digraph is None or not dot_available():
+            return False
+        with open(path, "wb") as file:
+            file.write(self.digraph.pipe(format="png"))
+        return True
+
+    def _fallback_note(self) -> str:
+        return self.problem or INSTALL_GRAPHVIZ
+
+    def __str__(self) -> str:
+        return f"{self.text}\n\n({self._fallback_note()})"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Dict[str, str]:
+        svg = self.svg()
+        if svg is not None:
+            return {"image/svg+xml": svg, "text/plain": self.text}
+        body = pre_html(self.text) + f"<div>{html.escape(self._fallback_note())}</div>"
+        return {"text/html": card_html("Autograd graph (as text)", body, accent="#7f8c8d"), "text/plain": str(self)}
+
+
+def draw_graph(outputs: Outputs, params: Optional[Mapping[str, torch.Tensor]] = None) -> GraphPicture:
+    """Draw the graph behind ``outputs`` with torchviz; label leaves with the names in ``params``.
+
+    Never raises: without torchviz or ``dot`` you get the text form and what to install.
+    """
+    text = graph_as_text(outputs, params)
+    problem = None if dot_available() else INSTALL_GRAPHVIZ
+    torchviz = import_torchviz()
+    if torchviz is None:
+        return GraphPicture(None, text, "torchviz is not installed: `pip install torchviz` to draw pictures.")
+    try:
+        digraph = torchviz.make_dot(_as_tuple(outputs), params=dict(params or {}))
+    except Exception as error:  # a torchviz bug must not stop a lesson
+        return GraphPicture(None, text, f"torchviz could not draw this graph ({type(error).__name__}: {error}).")
+    return GraphPicture(digraph, text, problem)

@@ -1,0 +1,136 @@
+"""Drawing a graph with the state of every saved tensor: alive, freed, or stale.
+
+``torchviz.make_dot(show_saved=True)`` raises on a graph whose buffers were freed; this drawing keeps
+torchviz's look (boxes in monospace, blue parameters, green outputs) and marks each saved tensor instead.
+Nodes are colored by the model and the loss they belong to, and the three states differ by line style
+and label too, so the picture reads without color and in print.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import torch
+
+from helpers.tools.graph import INSTALL_GRAPHVIZ, GraphPicture, dot_available, graph_as_text
+from helpers.tools.saved import SavedTensor, State, graph_nodes, model_of_nodes, saved_tensors_of
+
+# Each model is a labelled box (a cluster), so models read without color; each node's fill says which losses reach it.
+MODEL_TINTS = ("#e8f1fb", "#eaf5e4", "#fbeee0", "#f3e8f7")
+NO_LOSS_FILL = "lightgrey"
+LOSS_FILLS = ("#e1d5e7", "#ffe0c2", "#d9ead3")  # only in the first, second, third loss
+SHARED_FILL = "#fff1a0"
+PARAMETER_FILL = "lightblue"
+NODE_STYLE = dict(style="filled", shape="box", align="left", fontsize="10", height="0.2", fontname="monospace")
+SAVED_STYLES: Dict[State, Dict[str, str]] = {
+    State.ALIVE: dict(style="filled", fillcolor="white", color="black", shape="note"),
+    State.FREED: dict(style="filled,dashed", fillcolor="#eeeeee", color="#777777", fontcolor="#555555", shape="note"),
+    State.STALE: dict(style="filled,bold", fillcolor="#f4a6a6", color="#b00000", shape="note", peripheries="2"),
+}
+
+
+def _losses_of(nodes: Sequence[Any], losses: Mapping[str, torch.Tensor]) -> Dict[int, List[str]]:
+    subgraphs = {name: {id(n) for n in graph_nodes(loss)} for name, loss in losses.items()}
+    return {id(node): [name for name, members in subgraphs.items() if id(node) in members] for node in nodes}
+
+
+def _saved_label(saved: SavedTensor) -> str:
+    lines = [saved.attribute]
+    if saved.shape is not None:
+        lines[0] += f" {list(saved.shape)}"
+    if saved.parameter:
+        lines.append(saved.parameter)
+    lines.append(saved.state_label)
+    return "\n".join(lines)
+
+
+def _loss_fill(losses: List[str], loss_names: List[str]) -> str:
+    if len(losses) > 1:
+        return SHARED_FILL
+    return LOSS_FILLS[loss_names.index(losses[0]) % len(LOSS_FILLS)] if losses else NO_LOSS_FILL
+
+
+def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str]) -> None:
+    with digraph.subgraph(name="cluster_legend") as legend:
+        legend.attr(label="legend", fontsize="10", style="dashed", color="#999999", bgcolor="white")
+        entries = [(f"only in {name}", _loss_fill([name], loss_names)) for name in loss_names]
+        if len(loss_names) > 1:
+            entries.append(("in more than one loss", SHARED_FILL))
+        if model_names:
+            entries.append(("a box: one model's nodes", "white"))
+        entries.append(("parameter", PARAMETER_FILL))
+        names = []
+        for index, (text, fill) in enumerate(entries):
+            names.append(f"legend_node_{index}")
+            legend.node(names[-1], text, fillcolor=fill, **NODE_STYLE)
+        labels = {State.ALIVE: "saved: alive vN", State.FREED: "saved: freed", State.STALE: "saved: stale vM->vN"}
+        for state, style in SAVED_STYLES.items():
+            names.append(f"legend_{state.value}")
+            legend.node(names[-1], labels[state], fontsize="9", fontname="monospace", **style)
+        for upper, lower in zip(names, names[1:]):  # invisible edges stack the legend in one narrow column
+            legend.edge(upper, lower, style="invis")
+
+
+def draw_saved_graph(
+    losses: Mapping[str, torch.Tensor],
+    model_outputs: Optional[Mapping[str, torch.Tensor]] = None,
+    params: Optional[Mapping[str, torch.Tensor]] = None,
+    show_saved: bool = True,
+) -> GraphPicture:
+    """Draw the graph behind ``losses`` with every saved tensor's state.
+
+    Args:
+        losses: the graph's outputs by name, e.g. ``{"L1": l1, "L2": l2}``.
+        model_outputs: each model's output by model name, e.g. ``{"M1": o1, "M2": o2}``, to color nodes by model.
+        params: parameters by name (``named_parameters(M1=m1, M2=m2)``), to label leaves and saved weights.
+        show_saved: draw the saved tensors (default True).
+
+    Never raises: without graphviz it returns the text form.
+    """
+    params = dict(params or {})
+    model_outputs = dict(model_outputs or {})
+    nodes = graph_nodes(list(losses.values()))
+    model_of = model_of_nodes(nodes, model_outputs)
+    losses_of = _losses_of(nodes, losses)
+    param_names = {id(p): name for name, p in params.items()}
+    saved_by_node = {id(node): saved_tensors_of(node, params) for node in nodes} if show_saved else {}
+    tags = {id(n): model_of.get(id(n)) or " & ".join(losses_of[id(n)]) or "?" for n in nodes}
+    text = graph_as_text(
+        list(losses.values()), params, tag=lambda node: tags[id(node)],
+        notes=lambda node: [f"saved {_saved_label(s).replace(chr(10), ', ')}" for s in saved_by_node.get(id(node), [])],
+    )
+    try:
+        import graphviz
+    except ImportError:
+        return GraphPicture(None, text, "The graphviz Python package is missing: pip install graphviz")
+
+    digraph = graphviz.Digraph(node_attr=NODE_STYLE, graph_attr=dict(size="9.5,12", ranksep="0.15"))
+    clusters = {name: graphviz.Digraph(name=f"cluster_{name}") for name in model_outputs}
+    for index, (name, cluster) in enumerate(clusters.items()):
+        cluster.attr(label=name, fontsize="14", style="filled,rounded", color="#555555",
+                     fillcolor=MODEL_TINTS[index % len(MODEL_TINTS)])
+    loss_names = list(losses)
+    for name, loss in losses.items():
+        digraph.node(f"loss_{name}", f"{name}\n{list(loss.shape)}", fillcolor="darkolivegreen1", **NODE_STYLE)
+        if loss.grad_fn is not None:
+            digraph.edge(str(id(loss.grad_fn)), f"loss_{name}")
+    for node in nodes:
+        model = model_of.get(id(node))
+        home = clusters[model] if model is not None else digraph
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            label = f"{param_names.get(id(variable), 'leaf')}\n{list(variable.shape)}"
+            home.node(str(id(node)), label, fillcolor=PARAMETER_FILL, **NODE_STYLE)
+        else:
+            fill = _loss_fill(losses_of[id(node)], loss_names)
+            home.node(str(id(node)), type(node).__name__, fillcolor=fill, **NODE_STYLE)
+        for child, _ in node.next_functions:
+            if child is not None:
+                digraph.edge(str(id(child)), str(id(node)))
+        for index, saved in enumerate(saved_by_node.get(id(node), [])):
+            saved_id = f"{id(node)}_saved_{index}"
+            home.node(saved_id, _saved_label(saved), fontsize="9", fontname="monospace", **SAVED_STYLES[saved.state])
+            digraph.edge(saved_id, str(id(node)), style="dotted", arrowhead="none")
+    for cluster in clusters.values():
+        digraph.subgraph(cluster)
+    _add_legend(digraph, list(model_outputs), loss_names)
+    return GraphPicture(digraph, text, None if dot_available() else INSTALL_GRAPHVIZ)

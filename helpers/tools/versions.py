@@ -1,0 +1,113 @@
+"""A version timeline: each parameter's version counter and each saved tensor's state, moment by moment."""
+from __future__ import annotations
+
+import html
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import torch
+
+from helpers.tools.display import card_html
+from helpers.tools.saved import SavedTensor, graph_nodes, model_of_nodes, saved_tensors
+
+
+class VersionTimeline:
+    """Record ``tensor._version`` of named parameters, and the state of every saved tensor, at named moments.
+
+    Example::
+
+        timeline = VersionTimeline(named_parameters(M1=m1, M2=m2))
+        timeline.record("forward", {"L1": l1, "L2": l2}, {"M1": o1, "M2": o2})
+        l2.backward(retain_graph=True); timeline.record("L2.backward", {"L1": l1, "L2": l2})
+    """
+
+    def __init__(self, params: Mapping[str, torch.Tensor]) -> None:
+        self.params = dict(params)
+        self.moments: List[str] = []
+        self.rows: Dict[str, List[str]] = {}
+        self._saved_rows: Dict[Tuple[int, str], str] = {}  # (node id, attribute) -> row label
+        self._places: Dict[int, str] = {}  # node id -> "M1", or the losses that reach it, e.g. "L1 & L2"
+        # Older torch makes a new Python object for a graph node each time it is reached, unless one is alive:
+        # holding the nodes keeps their ids, and so the rows, stable from one record to the next.
+        self._nodes: Dict[int, Any] = {}
+
+    def _cell(self, row: str, moment_index: int, value: str) -> None:
+        column = self.rows.setdefault(row, [])
+        column.extend([""] * (moment_index - len(column)))
+        column.append(value)
+
+    def _row_of(self, saved: SavedTensor) -> str:
+        """A stable, unique row label for a saved tensor, fixed when it is first seen."""
+        key = (id(saved.node), saved.attribute)
+        if key not in self._saved_rows:
+            shape = f" {list(saved.shape)}" if saved.shape is not None else ""
+            where = saved.parameter or self._places.get(id(saved.node))
+            label = f"saved {saved.where}{shape}" + (f" ({where})" if where else "")
+            taken = set(self._saved_rows.values())
+            unique, number = label, 2
+            while unique in taken:
+                unique, number = f"{label} #{number}", number + 1
+            self._saved_rows[key] = unique
+        return self._saved_rows[key]
+
+    def _learn_places(self, losses: Mapping[str, torch.Tensor], model_outputs: Mapping[str, torch.Tensor]) -> None:
+        reached_by: Dict[int, List[str]] = {}
+        for name, loss in losses.items():
+            for node in graph_nodes(loss):
+                reached_by.setdefault(id(node), []).append(name)
+        places = {node: " & ".join(names) for node, names in reached_by.items()}
+        places.update(model_of_nodes(graph_nodes(list(losses.values())), model_outputs))
+        for node, place in places.items():
+            self._places.setdefault(node, place)
+
+    def record(
+        self,
+        moment: str,
+        losses: Optional[Mapping[str, torch.Tensor]] = None,
+        model_outputs: Optional[Mapping[str, torch.Tensor]] = None,
+    ) -> None:
+        """Add a column: every parameter's version, and the state of every tensor the losses' graph saved.
+
+        Args:
+            moment: the column's title, e.g. ``"opt2.step"``.
+            losses: the graph's outputs by name (``{"L1": l1, "L2": l2}``).
+            model_outputs: each model's output (``{"M1": o1, ...}``), to say which model a saved activation is in.
+        """
+        index = len(self.moments)
+        self.moments.append(moment)
+        for name, param in self.params.items():
+            self._cell(name, index, f"v{param._version}")
+        if losses is None:
+            return
+        self._nodes.update((id(node), node) for node in graph_nodes(list(losses.values())))
+        self._learn_places(losses, model_outputs or {})
+        for saved in saved_tensors(list(losses.values()), self.params):
+            self._cell(self._row_of(saved), index, saved.state_label)
+
+    def value(self, row: str, moment: str) -> str:
+        """The entry of ``row`` at ``moment`` (empty when not recorded)."""
+        column = self.rows[row]
+        index = self.moments.index(moment)
+        return column[index] if index < len(column) else ""
+
+    def _table(self) -> List[List[str]]:
+        header = ["tensor", *self.moments]
+        body = [[row, *(cells + [""] * (len(self.moments) - len(cells)))] for row, cells in self.rows.items()]
+        return [header, *body]
+
+    def __str__(self) -> str:
+        table = self._table()
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+        return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) for row in table)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        header, *body = self._table()
+        head = "".join(f"<th style='text-align:left;padding-right:10px'>{html.escape(h)}</th>" for h in header)
+        rows = "".join(
+            "<tr>" + "".join(f"<td style='text-align:left;padding-right:10px'><code>{html.escape(c)}</code></td>"
+                             for c in row) + "</tr>"
+            for row in body
+        )
+        return card_html("Version timeline", f"<table><tr>{head}</tr>{rows}</table>", accent="#2980b9")

@@ -1,0 +1,314 @@
+"""Opening the course on Colab and Binder: release.json is the one place, and the Colab cell is safe everywhere."""
+import ast
+import importlib.machinery
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+from typing import Dict, List, Set
+
+import nbformat
+import pytest
+
+from authoring import generate, release, release_json
+from authoring.launch_cells import SETUP_TAG, setup_source
+from tests.paths import FIXTURES, ROOT
+
+FIXTURE = FIXTURES / "generator"
+RELEASED = release_json.Release(repository="https://github.com/example-org/two-losses-course", ref="v1.2.0")
+NOTEBOOKS = sorted((ROOT / "solutions").glob("*.ipynb")) + sorted((ROOT / "notebooks").glob("*.ipynb"))
+LAUNCH_ADDRESS = re.compile(r"https://(colab\.research\.google\.com/github|mybinder\.org/v2)/[^)\s\"']+")
+
+
+@pytest.fixture
+def released_course(tmp_path: Path) -> Path:
+    """The generator's fixture course with a README and a filled-in release.json."""
+    shutil.copytree(FIXTURE / "solutions", tmp_path / "solutions")
+    (tmp_path / "README.md").write_text(
+        "# Demo\n\n| notebook | what | open |\n|---|---|---|\n| `99_demo` | a demo |  |\n| `98_later` | planned |  |\n"
+    )
+    release_json.save(tmp_path, RELEASED)
+    assert generate.main(["--root", str(tmp_path)]) == 0
+    return tmp_path
+
+
+def _setup_cell(path: Path) -> nbformat.NotebookNode:
+    notebook = nbformat.read(str(path), as_version=4)
+    return next(cell for cell in notebook.cells if cell.cell_type == "code")
+
+
+@pytest.mark.parametrize("ref", ["main", "master", "refs/heads/v1", "origin/release", "abc123", "latest!"])
+def test_a_branch_or_a_short_hash_is_refused_as_ref(ref):
+    with pytest.raises(release_json.ReleaseError):
+        release_json.validate(release_json.Release(repository=RELEASED.repository, ref=ref))
+
+
+@pytest.mark.parametrize("ref", ["v1.0.0", "1.2", "v2.0.0-rc1", "0123456789abcdef0123456789abcdef01234567"])
+def test_a_version_tag_or_a_full_commit_hash_is_accepted(ref):
+    assert release_json.validate(release_json.Release(repository=RELEASED.repository, ref=ref)).ref == ref
+
+
+@pytest.mark.parametrize(
+    "repository, ref",
+    [("https://gitlab.com/a/b", "v1.0.0"), ("github.com/a/b", "v1.0.0"), (RELEASED.repository, None)],
+)
+def test_a_non_github_address_or_a_half_filled_release_is_refused(repository, ref):
+    with pytest.raises(release_json.ReleaseError):
+        release_json.validate(release_json.Release(repository=repository, ref=ref))
+
+
+def test_the_release_command_refuses_a_branch_and_writes_nothing(tmp_path, capsys):
+    shutil.copytree(FIXTURE / "solutions", tmp_path / "solutions")
+    assert release.main(["--repository", RELEASED.repository, "--ref", "main", "--root", str(tmp_path)]) == 2
+    assert not (tmp_path / release_json.RELEASE_FILE).exists()
+    assert "is a branch" in capsys.readouterr().err
+
+
+def test_badges_in_the_first_cell_open_that_notebook_at_the_pinned_ref(released_course):
+    for folder in ("solutions", "notebooks"):
+        notebook = nbformat.read(str(released_course / folder / "99_demo.ipynb"), as_version=4)
+        title_cell = notebook.cells[0].source
+        assert title_cell.startswith("# ")
+        assert (
+            f"https://colab.research.google.com/github/example-org/two-losses-course/blob/v1.2.0/{folder}/99_demo.ipynb"
+            in title_cell
+        )
+        assert "https://mybinder.org/v2/gh/example-org/two-losses-course/v1.2.0?urlpath=lab%2Ftree%2F" in title_cell
+
+
+def test_the_readme_table_gets_badges_for_existing_notebooks_only(released_course):
+    readme = (released_course / "README.md").read_text()
+    demo_row = next(line for line in readme.splitlines() if line.startswith("| `99_demo`"))
+    later_row = next(line for line in readme.splitlines() if line.startswith("| `98_later`"))
+    assert "blob/v1.2.0/notebooks/99_demo.ipynb" in demo_row and "mybinder.org" in demo_row
+    assert later_row.rstrip().endswith("|  |")
+    under_title = "\n".join(readme.splitlines()[:4])
+    assert "blob/v1.2.0/notebooks/00_start_here.ipynb" in under_title and "mybinder.org" in under_title
+
+
+def test_the_setup_cell_carries_the_release_and_is_the_first_code_cell(released_course):
+    for folder in ("solutions", "notebooks"):
+        cell = _setup_cell(released_course / folder / "99_demo.ipynb")
+        assert cell.metadata["tags"] == [SETUP_TAG]
+        assert f'COURSE_REPOSITORY = "{RELEASED.repository}"' in cell.source
+        assert 'COURSE_REF = "v1.2.0"' in cell.source
+
+
+def test_changing_release_json_makes_every_generated_part_stale(released_course):
+    assert generate.check(released_course) == []
+    release_json.save(released_course, release_json.Release(repository=RELEASED.repository, ref="v1.3.0"))
+    stale = generate.check(released_course)
+    assert {"solutions/99_demo.ipynb is stale", "notebooks/99_demo.ipynb is stale", "README.md is stale"} <= set(stale)
+    assert generate.main(["--root", str(released_course)]) == 0
+    assert "v1.2.0" not in (released_course / "README.md").read_text()
+
+
+def test_regenerating_is_idempotent_and_keeps_one_setup_cell(released_course):
+    before = {path: path.read_text() for path in released_course.rglob("*") if path.is_file()}
+    assert generate.main(["--root", str(released_course)]) == 0
+    after = {path: path.read_text() for path in released_course.rglob("*") if path.is_file()}
+    assert before == after
+    notebook = nbformat.read(str(released_course / "notebooks" / "99_demo.ipynb"), as_version=4)
+    assert sum(SETUP_TAG in cell.metadata.get("tags", []) for cell in notebook.cells) == 1
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: f"{path.parent.name}/{path.name}")
+def test_every_repository_notebook_starts_with_the_current_setup_cell(path):
+    cell = _setup_cell(path)
+    assert cell.metadata.get("tags") == [SETUP_TAG]
+    assert cell.source == setup_source(release_json.load(ROOT))
+
+
+def test_no_launch_address_is_written_by_hand_anywhere():
+    """Every Colab or Binder address in the repository is one that release.json generates."""
+    current = release_json.load(ROOT)
+    files = NOTEBOOKS + [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
+    for path in files:
+        for match in LAUNCH_ADDRESS.finditer(path.read_text()):
+            url = match.group(0)
+            assert current.is_set, f"{path.name} has {url}, but release.json is not filled in"
+            assert f"/{current.owner_and_name}/" in url and current.ref in url, f"{path.name}: {url}"
+
+
+# ---- the set-up cell's behaviour ----
+
+class _Recorder:
+    """Stands in for subprocess.run and records each command."""
+
+    def __init__(self) -> None:
+        self.commands: List[List[str]] = []
+
+    def __call__(self, command, check=False, **kwargs):
+        self.commands.append([str(part) for part in command])
+        return subprocess.CompletedProcess(command, 0)
+
+
+@pytest.fixture
+def colab(monkeypatch):
+    """A stand-in ``google.colab`` module, and a machine where the course helpers are not installed yet."""
+    for name in ("google", "google.colab"):
+        module = types.ModuleType(name)
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        monkeypatch.setitem(sys.modules, name, module)
+    real_version = importlib.metadata.version
+
+    def version(distribution: str) -> str:
+        if distribution == "two-losses-course-helpers":
+            raise importlib.metadata.PackageNotFoundError(distribution)
+        return real_version(distribution)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    recorder = _Recorder()
+    monkeypatch.setattr(subprocess, "run", recorder)
+    return recorder
+
+
+def test_on_colab_the_cell_fetches_the_pinned_ref_and_installs_without_dependencies(colab):
+    exec(setup_source(RELEASED), {})
+    git = [command for command in colab.commands if command[0] == "git"]
+    pip = [command for command in colab.commands if "pip" in command]
+    assert [command[1:3] for command in git] == [["init", "-q"], ["-C", "/content/two-losses-course"]] + [
+        ["-C", "/content/two-losses-course"]
+    ]
+    assert git[1][-2:] == [RELEASED.repository, "v1.2.0"] and git[2][-1] == "FETCH_HEAD"
+    assert len(pip) == 1 and "--no-deps" in pip[0]
+    installed = pip[0][pip[0].index("--no-deps") + 1:]
+    assert installed[0] == "/content/two-losses-course" and "torchviz==0.0.3" in installed
+    assert not any(re.fullmatch(r"(torch|ipywidgets)\b.*", package) for package in installed)
+
+
+def test_on_colab_with_the_helpers_already_installed_the_cell_does_nothing(colab, monkeypatch):
+    monkeypatch.setattr(importlib.metadata, "version", lambda distribution: "0.1.0")
+    exec(setup_source(RELEASED), {})
+    assert colab.commands == []
+
+
+def test_on_colab_before_any_release_the_cell_explains_instead_of_fetching(colab):
+    with pytest.raises(RuntimeError, match="no release yet"):
+        exec(setup_source(release_json.Release()), {})
+    assert colab.commands == []
+
+
+_NO_PROCESS_PROBE = textwrap.dedent(
+    """
+    import importlib.metadata, json, sys
+
+    def not_installed(distribution):  # as on a machine where the course's helpers are not installed yet
+        raise importlib.metadata.PackageNotFoundError(distribution)
+
+    importlib.metadata.version = not_installed
+    events = []
+
+    def block_processes(event, args):  # records, then blocks: the probe never really runs git or pip
+        if event.startswith(("subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork")):
+            events.append(event)
+            raise PermissionError("blocked by the test")
+
+    sys.addaudithook(block_processes)
+    for source in json.loads(sys.stdin.read()):
+        try:
+            exec(source, {})
+        except PermissionError:
+            pass
+    print(json.dumps(events))
+    """
+)
+
+
+def test_off_colab_no_setup_cell_starts_any_process():
+    """Every notebook's cell, and a released one, run in a fresh Python that records each process started."""
+    sources = [_setup_cell(path).source for path in NOTEBOOKS] + [setup_source(RELEASED)]
+    result = subprocess.run(
+        [sys.executable, "-c", _NO_PROCESS_PROBE], input=json.dumps(sources), capture_output=True, text=True, check=True
+    )
+    assert json.loads(result.stdout) == []
+
+
+def test_the_probe_does_see_a_process_being_started():
+    """The audit hook above would catch git or pip: proven with a harmless process."""
+    started = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'pass'])"
+    result = subprocess.run(
+        [sys.executable, "-c", _NO_PROCESS_PROBE], input=json.dumps([started]), capture_output=True, text=True, check=True
+    )
+    assert "subprocess.Popen" in json.loads(result.stdout)
+
+
+# ---- Colab's Python (3.13): no distutils, nothing removed from the standard library ----
+
+def _python_313() -> str:
+    pyenv_builds = sorted(Path.home().glob(".pyenv/versions/3.13*/bin/python3.13"))  # before pyenv's shim
+    found = pyenv_builds[-1] if pyenv_builds else shutil.which("python3.13")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("python3.13 is needed in CI to check the helpers against Colab's Python")
+        pytest.skip("no python3.13 on this machine")
+    return str(found)
+
+
+def _helpers_imports() -> Dict[str, Set[str]]:
+    """Top-level module name -> the helpers files that import it (absolute imports only)."""
+    imports: Dict[str, Set[str]] = {}
+    for path in sorted((ROOT / "helpers").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                imports.setdefault(name.split(".")[0], set()).add(path.relative_to(ROOT).as_posix())
+    return imports
+
+
+_PY313_PROBE = textwrap.dedent(
+    """
+    import importlib.util, json, sys
+    files, modules = json.loads(sys.stdin.read())
+    problems = []
+    for path in files:
+        try:
+            compile(open(path, encoding="utf-8").read(), path, "exec")
+        except SyntaxError as error:
+            problems.append(f"{path}: {error}")
+    for name in modules:
+        if name not in sys.stdlib_module_names or importlib.util.find_spec(name) is None:
+            problems.append(f"{name} is not in Python {sys.version_info[0]}.{sys.version_info[1]}'s standard library")
+    print(json.dumps([sys.version_info[:2], problems]))
+    """
+)
+
+
+def test_the_helpers_compile_and_find_their_standard_library_on_python_313():
+    imports = _helpers_imports()
+    assert "distutils" not in imports, f"distutils is gone in Python 3.12+: {imports.get('distutils')}"
+    stdlib = sorted(name for name in imports if name in sys.stdlib_module_names)
+    files = [str(path) for path in sorted((ROOT / "helpers").rglob("*.py"))]
+    result = subprocess.run(
+        [_python_313(), "-I", "-c", _PY313_PROBE], input=json.dumps([files, stdlib]),
+        capture_output=True, text=True, check=True,
+    )
+    version, problems = json.loads(result.stdout)
+    assert version == [3, 13] and problems == []
+
+
+def test_the_helpers_need_only_packages_colab_has_or_the_setup_cell_installs():
+    colab_has = {"torch", "ipywidgets", "IPython", "numpy", "nbformat", "nbclient"}
+    installed_by_the_cell = {"graphviz", "torchviz", "helpers"}
+    third_party = {name for name in _helpers_imports() if name not in sys.stdlib_module_names}
+    assert third_party <= colab_has | installed_by_the_cell, third_party - colab_has - installed_by_the_cell
+
+
+def test_the_helpers_use_only_core_ipywidgets_so_colab_needs_no_custom_widget_manager():
+    """Colab renders the ipywidgets package's own widgets; a third-party widget would need
+    ``google.colab.output.enable_custom_widget_manager()`` in the set-up cell."""
+    import ipywidgets
+
+    used = set()
+    for path in sorted((ROOT / "helpers").rglob("*.py")):
+        used |= set(re.findall(r"\bipywidgets\.([A-Z]\w+)", path.read_text()))
+    assert used, "the helpers' widgets were not found: update this test"
+    assert all(getattr(ipywidgets, name, None) is not None for name in used), used

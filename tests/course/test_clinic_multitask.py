@@ -1,0 +1,138 @@
+"""Case 5 of the bug clinic: the broken step really fails, the tempting fixes really go wrong, the reference is right."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers.course.lesson06_bug_clinic.multitask import (
+    CLASSES,
+    HIDDEN,
+    StepLog,
+    make_batch,
+    make_multitask_model,
+    per_task_optimizers,
+    reference_gradients,
+    reference_step,
+    relative_error,
+    same_gradients,
+    split_optimizers,
+    task_losses,
+)
+from helpers.tools.diagnosis import diagnose
+from helpers.tools.errors import KINDS
+from helpers.tools.graph import named_parameters
+
+
+def _setup(seed=0):
+    trunk, head_a, head_b = make_multitask_model(seed=seed)
+    return trunk, head_a, head_b, make_batch(seed=seed)
+
+
+def test_models_and_batches_are_seeded_and_leave_the_global_rng_alone():
+    state = torch.random.get_rng_state()
+    first, second = make_multitask_model(seed=3), make_multitask_model(seed=3)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    for a, b in zip(first, second):
+        assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    x, y_a, y_b = make_batch(seed=3)
+    assert y_a.shape == (x.shape[0], 1) and y_b.shape == (x.shape[0],) and int(y_b.max()) < CLASSES
+    assert first[0](x).shape == (x.shape[0], HIDDEN)
+
+
+def test_the_broken_step_raises_error_1():
+    trunk, head_a, head_b, (x, y_a, y_b) = _setup()
+    opt_a, opt_b = per_task_optimizers(trunk, head_a, head_b)
+    loss_a, loss_b = task_losses(head_a, head_b, trunk(x), y_a, y_b)
+    opt_a.zero_grad()
+    loss_a.backward()
+    opt_a.step()
+    opt_b.zero_grad()
+    with pytest.raises(RuntimeError) as caught:
+        loss_b.backward()
+    assert KINDS["backward-twice"].matches(caught.value)
+
+
+def test_retain_graph_raises_error_2_on_the_trunks_second_layer():
+    trunk, head_a, head_b, (x, y_a, y_b) = _setup()
+    opt_a, opt_b = per_task_optimizers(trunk, head_a, head_b)
+    loss_a, loss_b = task_losses(head_a, head_b, trunk(x), y_a, y_b)
+    loss_a.backward(retain_graph=True)
+    opt_a.step()
+    report = diagnose(loss_b, named_parameters(trunk=trunk, head_a=head_a, head_b=head_b))
+    assert [s.parameter for s in report.problems] == ["trunk.2.weight"]
+    with pytest.raises(RuntimeError) as caught:
+        loss_b.backward()
+    assert KINDS["inplace-version"].matches(caught.value)
+
+
+def test_with_a_one_layer_trunk_retain_graph_runs_and_steps_the_trunk_twice():
+    trunk, head_a, head_b, (x, y_a, y_b) = _setup()
+    one_layer = trunk[:2]
+    opt_a, opt_b = per_task_optimizers(one_layer, head_a, head_b)
+    log = StepLog({"opt_a": opt_a, "opt_b": opt_b}, dict(one_layer.named_parameters()))
+    loss_a, loss_b = task_losses(head_a, head_b, one_layer(x), y_a, y_b)
+    loss_a.backward(retain_graph=True)
+    opt_a.step()
+    loss_b.backward()
+    opt_b.step()
+    assert log.optimizers() == ["opt_a", "opt_b"]
+
+
+def test_recomputing_the_forward_gives_task_b_the_gradient_at_moved_weights():
+    trunk, head_a, head_b, (x, y_a, y_b) = _setup()
+    opt_a, opt_b = per_task_optimizers(trunk, head_a, head_b)
+    wanted = reference_gradients(trunk, head_a, head_b, x, y_a, y_b)
+    log = StepLog({"opt_a": opt_a, "opt_b": opt_b}, dict(trunk.named_parameters()))
+    opt_a.zero_grad()
+    F.mse_loss(head_a(trunk(x)), y_a).backward()
+    opt_a.step()
+    opt_b.zero_grad()
+    F.cross_entropy(head_b(trunk(x)), y_b).backward()
+    opt_b.step()
+    log.close()
+    (_, task_a), (_, task_b) = log.steps
+    assert same_gradients(task_a, wanted["trunk<-a"])
+    assert not same_gradients(task_b, wanted["trunk<-b"]) and relative_error(task_b, wanted["trunk<-b"]) > 0.01
+    assert not same_gradients(log.total(), wanted["trunk"])
+
+
+def test_reference_gradients_split_the_trunks_gradient_into_the_two_tasks():
+    trunk, head_a, head_b, batch = _setup()
+    grads = reference_gradients(trunk, head_a, head_b, *batch)
+    assert same_gradients(grads["trunk"], [a + b for a, b in zip(grads["trunk<-a"], grads["trunk<-b"])])
+    assert all(p.grad is None for module in (trunk, head_a, head_b) for p in module.parameters())
+
+
+def test_the_reference_step_is_one_sgd_step_on_each_parameter_with_the_right_gradient():
+    trunk, head_a, head_b, batch = _setup()
+    grads = reference_gradients(trunk, head_a, head_b, *batch)
+    before = {name: [p.detach().clone() for p in module.parameters()]
+              for name, module in (("trunk", trunk), ("head_a", head_a), ("head_b", head_b))}
+    optimizers = [torch.optim.SGD(module.parameters(), lr=0.1) for module in (trunk, head_a, head_b)]
+    reference_step(trunk, head_a, head_b, *optimizers, *batch)
+    for name, module in (("trunk", trunk), ("head_a", head_a), ("head_b", head_b)):
+        expected = [w - 0.1 * g for w, g in zip(before[name], grads[name])]
+        assert same_gradients([p.detach() for p in module.parameters()], expected), name
+
+
+def test_split_optimizers_hold_each_parameter_once():
+    trunk, head_a, head_b, _ = _setup()
+    held = [id(p) for opt in split_optimizers(trunk, head_a, head_b) for g in opt.param_groups for p in g["params"]]
+    every = [id(p) for module in (trunk, head_a, head_b) for p in module.parameters()]
+    assert sorted(held) == sorted(every)
+
+
+def test_step_log_sees_only_the_given_parameters_and_its_hooks_come_off():
+    trunk, head_a, head_b, batch = _setup()
+    opt_trunk, opt_a, opt_b = split_optimizers(trunk, head_a, head_b)
+    log = StepLog({"opt_trunk": opt_trunk, "opt_a": opt_a, "opt_b": opt_b}, dict(trunk.named_parameters()))
+    reference_step(trunk, head_a, head_b, opt_trunk, opt_a, opt_b, *batch)
+    assert log.optimizers() == ["opt_trunk"] and "opt_trunk.step() moved" in str(log)
+    log.close()
+    reference_step(trunk, head_a, head_b, opt_trunk, opt_a, opt_b, *batch)
+    assert len(log.steps) == 1
+
+
+def test_relative_error():
+    expected = [torch.tensor([3.0, 4.0])]
+    assert relative_error(expected, expected) == 0.0
+    assert relative_error([torch.tensor([3.0, 0.0])], expected) == pytest.approx(0.8)
