@@ -448,9 +448,10 @@ def plans(text: str) -> Dict[int, List[int]]:
 
 
 def test_workshop_plan_blocks_add_up_to_the_stated_minutes() -> None:
-    """The 90-minute plan's blocks add up to 90, the half-day's to 210."""
+    """The 90-minute plan's blocks add up to 90, the half-day's (at most 4 hours) to what it states."""
     found = plans(WORKSHOP.read_text(encoding="utf-8"))
-    assert sorted(found) == [90, 210], f"expected a 90-minute and a 210-minute plan, found {sorted(found)}"
+    short, half_day = sorted(found)
+    assert short == 90 and 180 <= half_day <= 240, f"expected a 90-minute and a half-day plan, found {sorted(found)}"
     for stated, blocks in found.items():
         assert len(blocks) >= 5 and sum(blocks) == stated, f"the {stated}-minute plan's blocks add up to {sum(blocks)}"
 

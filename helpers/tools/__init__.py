@@ -7,12 +7,21 @@
     draw_saved_graph({"g_loss": g_loss}, {"G": fake}, params)
 """
 from helpers.tools.anomaly import forward_trace
-from helpers.tools.diagnosis import Diagnosis, diagnose
+from helpers.tools.diagnosis import Diagnosis, SilentChange, diagnose
 from helpers.tools.errors import KINDS, ErrorKind, classify, get_kind, parse_version_error, short_description
 from helpers.tools.expect import ErrorReport, expect_error
+from helpers.tools.fingerprint import ParameterRecord, record_parameters
 from helpers.tools.gradients import close, gradients_of, relative_error, same_gradients
 from helpers.tools.graph import draw_graph, graph_as_text, named_parameters
-from helpers.tools.saved import SavedTensor, State, count_states, graph_nodes, saved_tensors, saved_tensors_of
+from helpers.tools.saved import (
+    SavedTensor,
+    State,
+    count_states,
+    graph_nodes,
+    saved_bytes,
+    saved_tensors,
+    saved_tensors_of,
+)
 from helpers.tools.saved_graph import draw_saved_graph
 from helpers.tools.versions import VersionTimeline
 
@@ -21,9 +30,9 @@ __all__ = [
     "expect_error", "ErrorReport", "KINDS", "ErrorKind", "classify", "get_kind", "parse_version_error",
     "short_description",
     # before backward: will it fail, and why
-    "diagnose", "Diagnosis",
+    "diagnose", "Diagnosis", "SilentChange", "record_parameters", "ParameterRecord",
     # the tensors a graph saved for backward: alive, freed or stale
-    "saved_tensors", "saved_tensors_of", "graph_nodes", "count_states", "SavedTensor", "State",
+    "saved_tensors", "saved_tensors_of", "graph_nodes", "count_states", "saved_bytes", "SavedTensor", "State",
     # pictures of the graph
     "draw_graph", "draw_saved_graph", "named_parameters", "graph_as_text",
     # version counters over time, and where a failing node came from

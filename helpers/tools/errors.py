@@ -16,7 +16,7 @@ class ErrorKind:
         exception_type: the class PyTorch raises.
         pattern: a regex that matches every wording PyTorch 2.4 to 2.14 uses.
         explanation: two short lines for the learner.
-        notebook: the notebook that covers it.
+        notebook: the notebook that covers it, or None for an error of the call that no notebook is about.
     """
 
     name: str
@@ -24,7 +24,7 @@ class ErrorKind:
     exception_type: type
     pattern: re.Pattern
     explanation: str
-    notebook: str
+    notebook: Optional[str] = None
 
     def matches(self, exc: BaseException) -> bool:
         """True when ``exc`` is an instance of this kind."""
@@ -104,6 +104,52 @@ KINDS: dict[str, ErrorKind] = {
                 "Check which model each loss really reaches, or pass allow_unused=True."
             ),
             notebook="04_whose_gradient",
+        ),
+        # Errors of the call itself, raised before any node runs (diagnose predicts them too).
+        ErrorKind(
+            name="empty-inputs",
+            title="An empty inputs= list",
+            exception_type=RuntimeError,
+            pattern=re.compile(r"`inputs` argument to `(?:backward|grad)\(\)` cannot be empty"),
+            explanation=(
+                "backward(inputs=[]) or autograd.grad(loss, []) has nothing to differentiate for.\n"
+                "List the tensors you want gradients for, or leave inputs= out."
+            ),
+        ),
+        ErrorKind(
+            name="non-scalar-output",
+            title="backward() from a tensor of more than one element",
+            exception_type=RuntimeError,
+            pattern=re.compile(r"grad can be implicitly created only for scalar outputs"),
+            explanation=(
+                "backward() without a gradient argument starts from a single number.\n"
+                "Reduce the output first (.sum(), .mean()), or pass gradient=."
+            ),
+        ),
+        ErrorKind(
+            name="input-needs-no-grad",
+            title="An input that does not require grad",
+            exception_type=RuntimeError,
+            pattern=re.compile(r"can't retain_grad on Tensor that has requires_grad=False|"
+                               r"One of the differentiated Tensors does not require grad"),
+            explanation=(
+                "Every tensor in inputs= must require grad: a parameter, or something computed from one.\n"
+                "A tensor made under torch.no_grad(), or a .detach()ed one, has no gradient to give."
+            ),
+        ),
+        ErrorKind(
+            name="input-not-a-tensor",
+            title="An input that is not a tensor",
+            exception_type=Exception,
+            pattern=re.compile(r"all inputs have to be Tensors"),
+            explanation="inputs= takes tensors (or a list of them), such as list(model.parameters()).",
+        ),
+        ErrorKind(
+            name="not-a-tensor",
+            title="backward() on something that is not a tensor",
+            exception_type=Exception,
+            pattern=re.compile(r"has no attribute 'backward'"),
+            explanation="Only a tensor computed with grad on has a backward(): check what your loss function returns.",
         ),
     )
 }

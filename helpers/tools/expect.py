@@ -98,7 +98,8 @@ class ErrorReport:
             lines += ["", f"Raised by {self.raising_line}"]
         lines += [f"  {label}: {value}" for label, value in self._detail_rows()]
         if self.kind:
-            lines += ["", self.kind.explanation, f"Covered in notebook {self.kind.notebook}."]
+            lines += ["", self.kind.explanation]
+            lines += [f"Covered in notebook {self.kind.notebook}."] if self.kind.notebook else []
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -113,8 +114,9 @@ class ErrorReport:
             parts.append(table_html([(html.escape(k), f"<code>{html.escape(v)}</code>") for k, v in rows]))
         if self.kind:
             explanation = "<br>".join(html.escape(line) for line in self.kind.explanation.splitlines())
-            parts.append(f"<div style='margin-top:4px'>{explanation}<br>"
-                         f"Covered in notebook <b>{html.escape(self.kind.notebook)}</b>.</div>")
+            covered = (f"<br>Covered in notebook <b>{html.escape(self.kind.notebook)}</b>." if self.kind.notebook
+                       else "")
+            parts.append(f"<div style='margin-top:4px'>{explanation}{covered}</div>")
         parts.append(f"<details><summary>Full traceback</summary>{pre_html(self.full_traceback())}</details>")
         return card_html(self._title(), "".join(parts), accent="#c0392b")
 

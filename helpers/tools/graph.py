@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import torch
 from torch import nn
 
+from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.display import card_html, pre_html
 from helpers.tools.saved import graph_nodes
 
@@ -29,7 +30,7 @@ INSTALL_GRAPHVIZ = (
     "or `conda install -c conda-forge graphviz`. Then restart the kernel."
 )
 
-Outputs = Union[torch.Tensor, Sequence[torch.Tensor]]
+Outputs = Union[torch.Tensor, Sequence[torch.Tensor], Mapping[str, torch.Tensor]]
 
 
 class _LooseVersion:
@@ -100,29 +101,29 @@ def named_parameters(**models: nn.Module) -> Dict[str, torch.Tensor]:
     return {f"{model_name}.{name}": p for model_name, model in models.items() for name, p in model.named_parameters()}
 
 
-def _as_tuple(outputs: Outputs) -> Tuple[torch.Tensor, ...]:
-    return (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
-
-
 def graph_as_text(
-    outputs: Outputs,
-    params: Optional[Mapping[str, torch.Tensor]] = None,
+    outputs: Any,
+    params: Any = None,
     tag: Optional[Callable[[Any], str]] = None,
     notes: Optional[Callable[[Any], List[str]]] = None,
 ) -> str:
     """The autograd graph as numbered lines: each node, and the nodes it passes gradients to.
 
     Args:
-        outputs: the tensors whose graph to show.
-        params: parameters by name, to label the leaves.
+        outputs: the tensors whose graph to show (a tensor, a list, or a dict by name).
+        params: to label the leaves: a module, modules by name, ``model.named_parameters()`` or a dict.
         tag: optional text shown in brackets after each node (e.g. the model or loss it belongs to).
         notes: optional extra lines under each node (e.g. its saved tensors).
     """
-    param_names = {id(p): name for name, p in (params or {}).items()}
-    nodes = graph_nodes(outputs)
+    param_names = read_parameters(params).names_by_id()
+    named_outputs = read_outputs(outputs).tensors
+    nodes = graph_nodes(list(named_outputs.values()))
     numbers = {id(node): index for index, node in enumerate(nodes, 1)}
-    roots = [t.grad_fn for t in _as_tuple(outputs) if t.grad_fn is not None]
-    output_labels = {id(root): f"  (output {i})" for i, root in enumerate(roots, 1)}
+    output_labels: Dict[int, str] = {}
+    for index, (name, tensor) in enumerate(named_outputs.items(), 1):
+        if tensor.grad_fn is not None:
+            label = name if name.startswith("output") else f"output {name}"
+            output_labels.setdefault(id(tensor.grad_fn), f"  ({label})")
     lines = []
     for node in nodes:
         label = type(node).__name__
@@ -177,18 +178,23 @@ class GraphPicture:
         return {"text/html": card_html("Autograd graph (as text)", body, accent="#7f8c8d"), "text/plain": str(self)}
 
 
-def draw_graph(outputs: Outputs, params: Optional[Mapping[str, torch.Tensor]] = None) -> GraphPicture:
-    """Draw the graph behind ``outputs`` with torchviz; label leaves with the names in ``params``.
+def draw_graph(outputs: Any, params: Any = None) -> GraphPicture:
+    """Draw the graph behind ``outputs`` (a tensor, a list or a dict of them) with torchviz.
 
+    ``params`` labels the leaves: a module, modules by name, ``model.named_parameters()`` or a dict.
     Never raises: without torchviz or ``dot`` you get the text form and what to install.
     """
-    text = graph_as_text(outputs, params)
+    try:
+        text = graph_as_text(outputs, params)
+    except Exception as error:  # a graph this tool cannot read: say so rather than stop the lesson
+        return GraphPicture(None, "(no graph)", f"could not read this graph ({type(error).__name__}: {error}).")
     problem = None if dot_available() else INSTALL_GRAPHVIZ
     torchviz = import_torchviz()
     if torchviz is None:
         return GraphPicture(None, text, "torchviz is not installed: `pip install torchviz` to draw pictures.")
     try:
-        digraph = torchviz.make_dot(_as_tuple(outputs), params=dict(params or {}))
+        tensors = tuple(read_outputs(outputs).values())
+        digraph = torchviz.make_dot(tensors, params=read_parameters(params).tensors)
     except Exception as error:  # a torchviz bug must not stop a lesson
         return GraphPicture(None, text, f"torchviz could not draw this graph ({type(error).__name__}: {error}).")
     return GraphPicture(digraph, text, problem)

@@ -7,16 +7,17 @@ torch (2.4-2.6) we match the parameter by its version and shape instead.
 """
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 import torch
 
+from helpers.tools import traversal
+from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.errors import KINDS, parse_version_error
 
-Outputs = Union[torch.Tensor, Sequence[torch.Tensor]]
+Outputs = Union[torch.Tensor, Sequence[torch.Tensor], Mapping[str, torch.Tensor]]
 SAVED_PREFIX = "_saved_"
 
 
@@ -73,37 +74,18 @@ class SavedTensor:
         return f"{self.where}{shape}{owner}: {self.state_label}"
 
 
+def output_tensors(outputs: Any) -> List[torch.Tensor]:
+    """The tensors in ``outputs``: a tensor, a list or tuple, or a dict of them (anything else is left out)."""
+    return read_outputs(outputs).values()
+
+
 def graph_nodes(outputs: Outputs) -> List[Any]:
     """Every grad_fn node behind ``outputs``, each once, in breadth-first order from the outputs."""
-    roots = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
-    order: List[Any] = []
-    seen = set()
-    queue = deque(t.grad_fn for t in roots if t.grad_fn is not None)
-    while queue:
-        node = queue.popleft()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        order.append(node)
-        queue.extend(child for child, _ in node.next_functions if child is not None)
-    return order
+    return traversal.graph_nodes(output_tensors(outputs))
 
 
-def nodes_on_the_way(outputs: Outputs, inputs: Sequence[torch.Tensor]) -> List[Any]:
-    """The nodes a ``backward(inputs=...)`` from ``outputs`` runs: those with a path down to one of ``inputs``."""
-    wanted = {id(t) for t in inputs}
-    nodes = graph_nodes(outputs)
-    needed: Dict[int, bool] = {}
-    for node in reversed(nodes):  # breadth-first order reversed: children first in this acyclic graph
-        variable = getattr(node, "variable", None)
-        needed[id(node)] = (variable is not None and id(variable) in wanted) or any(
-            needed.get(id(child), False) for child, _ in node.next_functions if child is not None
-        )
-    return [node for node in nodes if needed[id(node)]]
-
-
-def _subgraph(root: Optional[torch.Tensor]) -> Set[int]:
-    return {id(node) for node in graph_nodes(root)} if root is not None and root.grad_fn is not None else set()
+def _subgraph(root: Any) -> Set[int]:
+    return {id(node) for node in graph_nodes(root)} if isinstance(root, torch.Tensor) else set()
 
 
 def model_of_nodes(nodes: Sequence[Any], model_outputs: Mapping[str, torch.Tensor]) -> Dict[int, str]:
@@ -120,17 +102,18 @@ def model_of_nodes(nodes: Sequence[Any], model_outputs: Mapping[str, torch.Tenso
     return owner
 
 
-def _owner(tensor: Optional[torch.Tensor], params: Mapping[str, torch.Tensor]) -> Optional[str]:
-    if tensor is None:
+def _owner(tensor: Optional[torch.Tensor], names: Mapping[int, str]) -> Optional[str]:
+    """The name of the parameter ``tensor`` is, or is a view of (``weight.t()``), else None."""
+    if not isinstance(tensor, torch.Tensor):
         return None
-    for name, param in params.items():
-        if tensor is param or tensor._base is param:
-            return name
-    return None
+    return names.get(id(tensor)) or (names.get(id(tensor._base)) if tensor._base is not None else None)
 
 
 def _raw_entries(node: Any, attribute: str) -> List[Any]:
-    raw = getattr(node, f"_raw{SAVED_PREFIX}{attribute}", None)
+    try:
+        raw = getattr(node, f"_raw{SAVED_PREFIX}{attribute}", None)
+    except RuntimeError:
+        return []
     if raw is None:
         return []
     return list(raw) if isinstance(raw, (list, tuple)) else [raw]
@@ -152,22 +135,27 @@ def _owner_by_version(version: int, shape: Tuple[int, ...], params: Mapping[str,
     return matches[0] if len(matches) == 1 else None
 
 
-def _stale(node: Any, label: str, raw: Any, error: RuntimeError, params: Mapping[str, torch.Tensor]) -> SavedTensor:
+def _stale(node: Any, label: str, raw: Any, error: RuntimeError, params: Mapping[str, torch.Tensor],
+           names: Mapping[int, str]) -> SavedTensor:
     details = parse_version_error(str(error))
-    if details is None:
-        raise error
+    if details is None:  # some other failure to unpack: report it as not usable, without versions
+        return SavedTensor(type(node).__name__, label, State.STALE, None, None, None, None, node)
     data = getattr(raw, "data", None)  # SavedTensor.data reads without checks (newer torch only)
-    owner = _owner(data, params) if data is not None else _owner_by_version(details.version_now, details.shape, params)
+    owner = _owner(data, names) if data is not None else _owner_by_version(details.version_now, details.shape, params)
     return SavedTensor(type(node).__name__, label, State.STALE, details.shape, details.version_expected,
                        details.version_now, owner, node)
 
 
-def saved_tensors_of(node: Any, params: Optional[Mapping[str, torch.Tensor]] = None) -> List[SavedTensor]:
-    """The tensors ``node`` saved, with their state; ``params`` names parameters (``{"M1.0.weight": ...}``).
+def saved_tensors_of(node: Any, params: Any = None) -> List[SavedTensor]:
+    """The tensors ``node`` saved, with their state; ``params`` names parameters (any form the tools take).
 
     A tensor the node did not need to save (a gradient nobody asked for) is left out.
     """
-    params = params or {}
+    named = read_parameters(params).tensors
+    return _saved_tensors_of(node, named, {id(tensor): name for name, tensor in named.items()})
+
+
+def _saved_tensors_of(node: Any, params: Mapping[str, torch.Tensor], names: Mapping[int, str]) -> List[SavedTensor]:
     name = type(node).__name__
     found = []
     for attribute in sorted(a[len(SAVED_PREFIX):] for a in dir(node) if a.startswith(SAVED_PREFIX)):
@@ -180,25 +168,32 @@ def saved_tensors_of(node: Any, params: Optional[Mapping[str, torch.Tensor]] = N
             if error is not None and KINDS["backward-twice"].matches(error):
                 found.append(SavedTensor(name, label, State.FREED, None, None, None, None, node))
             elif error is not None:
-                found.append(_stale(node, label, raw, error, params))
-            elif values[index] is not None:
+                found.append(_stale(node, label, raw, error, params, names))
+            elif index < len(values) and isinstance(values[index], torch.Tensor):
                 value = values[index]
                 found.append(SavedTensor(name, label, State.ALIVE, tuple(value.shape), value._version,
-                                         value._version, _owner(value, params), node))
+                                         value._version, _owner(value, names), node))
     return found
 
 
 def saved_tensors(
     outputs: Outputs,
-    params: Optional[Mapping[str, torch.Tensor]] = None,
+    params: Any = None,
     inputs: Optional[Sequence[torch.Tensor]] = None,
+    autograd_grad: bool = False,
 ) -> List[SavedTensor]:
-    """Every saved tensor behind ``outputs``, node by node from the outputs down.
+    """Every saved tensor a backward pass from ``outputs`` would unpack, node by node from the outputs down.
 
-    With ``inputs``, only those a ``backward(inputs=inputs)`` would use.
+    Without ``inputs``, every saved tensor behind the outputs. With ``inputs``, only those of the nodes
+    ``backward(inputs=inputs)`` runs (``autograd_grad=True``: those ``torch.autograd.grad(outputs, inputs)`` runs);
+    see ``helpers.tools.traversal`` for the rule.
     """
-    nodes = graph_nodes(outputs) if inputs is None else nodes_on_the_way(outputs, inputs)
-    return [saved for node in nodes for saved in saved_tensors_of(node, params)]
+    named = read_parameters(params).tensors
+    names = {id(tensor): name for name, tensor in named.items()}
+    tensors = output_tensors(outputs)
+    wanted = None if inputs is None else [t for t in inputs if isinstance(t, torch.Tensor)]
+    nodes = traversal.nodes_backward_runs(tensors, wanted, autograd_grad)
+    return [saved for node in nodes for saved in _saved_tensors_of(node, named, names)]
 
 
 def count_states(saved: Sequence[SavedTensor]) -> Mapping[State, int]:
@@ -209,3 +204,24 @@ def count_states(saved: Sequence[SavedTensor]) -> Mapping[State, int]:
 def iter_problems(saved: Sequence[SavedTensor]) -> Iterator[SavedTensor]:
     """The saved tensors a backward pass would fail on: freed or stale."""
     return (s for s in saved if s.state is not State.ALIVE)
+
+
+def saved_bytes(outputs: Outputs, params: Any = ()) -> int:
+    """Bytes of the storages the graph's alive saved tensors use, each storage once, parameters' excluded.
+
+    It counts activations and the inputs the graph saved (``params`` in any form the tools take; their storages are
+    left out). It reads the graph and keeps nothing alive, unlike a saved-tensor pack hook that stores tensors.
+    Tensors saved by a custom autograd.Function are not seen.
+    """
+    parameter_storages = {p.untyped_storage().data_ptr() for p in read_parameters(params).values()}
+    storages: Dict[int, int] = {}
+    for saved in saved_tensors(outputs):
+        if saved.state is not State.ALIVE:
+            continue
+        node_value = getattr(saved.node, f"{SAVED_PREFIX}{saved.attribute.split('[')[0]}")
+        for value in node_value if isinstance(node_value, (tuple, list)) else [node_value]:
+            if isinstance(value, torch.Tensor):
+                storage = value.untyped_storage()
+                if storage.data_ptr() not in parameter_storages:
+                    storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())

@@ -7,12 +7,13 @@ and label too, so the picture reads without color and in print.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
 import torch
 
+from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.graph import INSTALL_GRAPHVIZ, GraphPicture, dot_available, graph_as_text
-from helpers.tools.saved import SavedTensor, State, graph_nodes, model_of_nodes, saved_tensors_of
+from helpers.tools.saved import SavedTensor, State, _saved_tensors_of, graph_nodes, model_of_nodes
 
 # Each model is a labelled box (a cluster), so models read without color; each node's fill says which losses reach it.
 MODEL_TINTS = ("#e8f1fb", "#eaf5e4", "#fbeee0", "#f3e8f7")
@@ -71,31 +72,36 @@ def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str]) -> 
 
 
 def draw_saved_graph(
-    losses: Mapping[str, torch.Tensor],
-    model_outputs: Optional[Mapping[str, torch.Tensor]] = None,
-    params: Optional[Mapping[str, torch.Tensor]] = None,
-    show_saved: bool = True,
+    losses: Any, model_outputs: Any = None, params: Any = None, show_saved: bool = True
 ) -> GraphPicture:
     """Draw the graph behind ``losses`` with every saved tensor's state.
 
     Args:
-        losses: the graph's outputs by name, e.g. ``{"L1": l1, "L2": l2}``.
-        model_outputs: each model's output by model name, e.g. ``{"M1": o1, "M2": o2}``, to color nodes by model.
-        params: parameters by name (``named_parameters(M1=m1, M2=m2)``), to label leaves and saved weights.
+        losses: the graph's outputs: a tensor, a list, or by name, e.g. ``{"L1": l1, "L2": l2}``.
+        model_outputs: each model's output by model name, e.g. ``{"M1": o1, "M2": o2}``, to box nodes by model.
+        params: to label leaves and saved weights: a module, modules by name (``{"M1": m1, "M2": m2}``),
+            ``model.named_parameters()`` or a dict of tensors.
         show_saved: draw the saved tensors (default True).
 
-    Never raises: without graphviz it returns the text form.
+    Never raises: without graphviz it returns the text form; a graph it cannot read, a note.
     """
-    params = dict(params or {})
-    model_outputs = dict(model_outputs or {})
+    try:
+        return _draw_saved_graph(read_outputs(losses).tensors, read_outputs(model_outputs).tensors
+                                 if model_outputs is not None else {}, read_parameters(params).tensors, show_saved)
+    except Exception as error:  # a graph this tool cannot read: say so rather than stop the lesson
+        return GraphPicture(None, "(no graph)", f"could not draw this graph ({type(error).__name__}: {error}).")
+
+
+def _draw_saved_graph(losses: Dict[str, torch.Tensor], model_outputs: Dict[str, torch.Tensor],
+                      params: Dict[str, torch.Tensor], show_saved: bool) -> GraphPicture:
     nodes = graph_nodes(list(losses.values()))
     model_of = model_of_nodes(nodes, model_outputs)
     losses_of = _losses_of(nodes, losses)
     param_names = {id(p): name for name, p in params.items()}
-    saved_by_node = {id(node): saved_tensors_of(node, params) for node in nodes} if show_saved else {}
+    saved_by_node = {id(node): _saved_tensors_of(node, params, param_names) for node in nodes} if show_saved else {}
     tags = {id(n): model_of.get(id(n)) or " & ".join(losses_of[id(n)]) or "?" for n in nodes}
     text = graph_as_text(
-        list(losses.values()), params, tag=lambda node: tags[id(node)],
+        losses, params, tag=lambda node: tags[id(node)],
         notes=lambda node: [f"saved {_saved_label(s).replace(chr(10), ', ')}" for s in saved_by_node.get(id(node), [])],
     )
     try:

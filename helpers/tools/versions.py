@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import html
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 
 import torch
 
+from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.display import card_html
 from helpers.tools.saved import SavedTensor, graph_nodes, model_of_nodes, saved_tensors
 
@@ -20,8 +21,11 @@ class VersionTimeline:
         l2.backward(retain_graph=True); timeline.record("L2.backward", {"L1": l1, "L2": l2})
     """
 
-    def __init__(self, params: Mapping[str, torch.Tensor]) -> None:
-        self.params = dict(params)
+    def __init__(self, params: Any = None) -> None:
+        """``params``: a module, modules by name, ``model.named_parameters()``, or a dict of tensors."""
+        named = read_parameters(params)
+        self.params = named.tensors
+        self.notes: List[str] = list(named.notes)
         self.moments: List[str] = []
         self.rows: Dict[str, List[str]] = {}
         self._saved_rows: Dict[Tuple[int, str], str] = {}  # (node id, attribute) -> row label
@@ -59,29 +63,32 @@ class VersionTimeline:
         for node, place in places.items():
             self._places.setdefault(node, place)
 
-    def record(
-        self,
-        moment: str,
-        losses: Optional[Mapping[str, torch.Tensor]] = None,
-        model_outputs: Optional[Mapping[str, torch.Tensor]] = None,
-    ) -> None:
+    def record(self, moment: str, losses: Any = None, model_outputs: Any = None) -> None:
         """Add a column: every parameter's version, and the state of every tensor the losses' graph saved.
 
         Args:
             moment: the column's title, e.g. ``"opt2.step"``.
-            losses: the graph's outputs by name (``{"L1": l1, "L2": l2}``).
+            losses: the graph's outputs: a tensor, a list, or by name (``{"L1": l1, "L2": l2}``).
             model_outputs: each model's output (``{"M1": o1, ...}``), to say which model a saved activation is in.
+
+        Never raises: what it cannot read becomes a note under the table.
         """
         index = len(self.moments)
-        self.moments.append(moment)
+        self.moments.append(str(moment))
         for name, param in self.params.items():
             self._cell(name, index, f"v{param._version}")
         if losses is None:
             return
-        self._nodes.update((id(node), node) for node in graph_nodes(list(losses.values())))
-        self._learn_places(losses, model_outputs or {})
-        for saved in saved_tensors(list(losses.values()), self.params):
-            self._cell(self._row_of(saved), index, saved.state_label)
+        try:
+            named_losses = read_outputs(losses)
+            self.notes += [note for note in named_losses.notes if note not in self.notes]
+            tensors = named_losses.tensors
+            self._nodes.update((id(node), node) for node in graph_nodes(list(tensors.values())))
+            self._learn_places(tensors, read_outputs(model_outputs).tensors if model_outputs is not None else {})
+            for saved in saved_tensors(list(tensors.values()), self.params):
+                self._cell(self._row_of(saved), index, saved.state_label)
+        except Exception as error:  # a graph this tool cannot read: say so under the table
+            self.notes.append(f"{moment}: could not read the graph ({type(error).__name__}: {error})")
 
     def value(self, row: str, moment: str) -> str:
         """The entry of ``row`` at ``moment`` (empty when not recorded)."""
@@ -97,7 +104,8 @@ class VersionTimeline:
     def __str__(self) -> str:
         table = self._table()
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-        return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) for row in table)
+        lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) for row in table]
+        return "\n".join(lines + self.notes)
 
     def __repr__(self) -> str:
         return str(self)
@@ -110,4 +118,5 @@ class VersionTimeline:
                              for c in row) + "</tr>"
             for row in body
         )
-        return card_html("Version timeline", f"<table><tr>{head}</tr>{rows}</table>", accent="#2980b9")
+        notes = "".join(f"<div>{html.escape(note)}</div>" for note in self.notes)
+        return card_html("Version timeline", f"<table><tr>{head}</tr>{rows}</table>{notes}", accent="#2980b9")

@@ -91,7 +91,8 @@ def missing_error_explanations(run: NotebookRun, expected: NotebookExpectations)
                     problems.append(f"cell {index}: the card does not name {card.exception_name}")
                 continue
             kind = get_kind(card.kind)
-            for line in [kind.title, *kind.explanation.splitlines(), f"Covered in notebook {kind.notebook}."]:
+            covered = [f"Covered in notebook {kind.notebook}."] if kind.notebook else []
+            for line in [kind.title, *kind.explanation.splitlines(), *covered]:
                 if line not in shown:
                     problems.append(f"cell {index} ({card.kind}): missing {line!r}; it shows:\n{_excerpt(shown)}")
     return problems

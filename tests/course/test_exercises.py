@@ -424,6 +424,24 @@ def amp_step_autograd_grad(tenc, unet, opt_tenc, opt_unet, scaler, x, target, ma
     scaler.update()
 
 
+def amp_step_running_unet_twice(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
+    """Seed 2's question answered: no retain_graph, unet runs again on the detached hidden state."""
+    import torch.nn.functional as F
+
+    opt_tenc.zero_grad()
+    opt_unet.zero_grad()
+    with torch.autocast(x.device.type):
+        hidden_state = tenc(x)
+        loss_tenc = F.mse_loss(unet(hidden_state), target, reduction="none").mean()
+    scaler.scale(loss_tenc).backward(inputs=list(tenc.parameters()))
+    with torch.autocast(x.device.type):
+        loss_unet = (F.mse_loss(unet(hidden_state.detach()), target, reduction="none") * mask).mean()
+    scaler.scale(loss_unet).backward()
+    scaler.step(opt_tenc)
+    scaler.step(opt_unet)
+    scaler.update()
+
+
 def amp_step_as_widely_shared(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask):
     loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
     scaler.scale(loss_tenc).backward(inputs=list(tenc.parameters()))
@@ -570,7 +588,8 @@ OTHER_CORRECT = {
     "bumps_per_step": [bumps_on_a_linear_layer, bumps_over_two_steps_halved],
     "two_model_step": [step_with_autograd_grad, step_with_detach, step_l2_first_two_forwards,
                        step_early_step_restricted, step_with_closures],
-    "chained_amp_step": [amp_step_unet_backward_first, amp_step_tenc_stepped_early, amp_step_autograd_grad],
+    "chained_amp_step": [amp_step_unet_backward_first, amp_step_tenc_stepped_early, amp_step_autograd_grad,
+                         amp_step_running_unet_twice],
     **merged("OTHER_CORRECT"),  # notebook 06's cases: tests/course/clinic_answers/
 }
 

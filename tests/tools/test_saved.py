@@ -110,5 +110,5 @@ def test_a_stale_tensor_is_named_by_version_where_torch_has_no_saved_tensor_data
     class OldSavedTensor:  # torch 2.4-2.6: SavedTensor has no .data
         pass
 
-    saved = _stale(node, "mat2", OldSavedTensor(), error, params)
+    saved = _stale(node, "mat2", OldSavedTensor(), error, params, names={})
     assert (saved.state, saved.parameter, saved.shape) == (State.STALE, "M2.2.weight", (64, 1))

@@ -1,4 +1,8 @@
-"""Notebook 05's chained case: a tiny text encoder feeding a tiny denoiser, and their two losses."""
+"""Notebook 05's chained case: a tiny text encoder feeding a tiny denoiser, and their two losses.
+
+The denoiser has a normalisation layer, as every UNet does: under autocast its weight stays float32 and is saved as
+it is, while the linear layers save low-precision copies of theirs.
+"""
 from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
@@ -24,8 +28,9 @@ def make_tenc(seed: int = 0, device: Optional[torch.device] = None) -> nn.Sequen
 
 
 def make_unet(seed: int = 1, device: Optional[torch.device] = None) -> nn.Sequential:
-    """A tiny "denoiser" standing in for a UNet: hidden state -> prediction."""
-    build = lambda: nn.Sequential(nn.Linear(HIDDEN_STATE, 64), nn.ReLU(), nn.Linear(64, TEXT_FEATURES))  # noqa: E731
+    """A tiny "denoiser" standing in for a UNet: hidden state -> Linear -> GroupNorm -> ReLU -> Linear."""
+    build = lambda: nn.Sequential(nn.Linear(HIDDEN_STATE, 64), nn.GroupNorm(8, 64), nn.ReLU(),  # noqa: E731
+                                  nn.Linear(64, TEXT_FEATURES))
     return _seeded(seed, build).to(device or "cpu")
 
 

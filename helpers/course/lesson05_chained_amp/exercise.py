@@ -160,8 +160,8 @@ def _order_problem(events: List[str], step: int) -> Optional[str]:
         return f"On step {step}, scaler.update() ran before both optimizers had stepped: call it last."
     if "tenc gradient" in events and events.index("step unet") < len(events) - 1 - events[::-1].index("tenc gradient"):
         return (f"On step {step}, unet was stepped before tenc's backward, which passes through unet and needs "
-                "its weights as they were. (Under autocast the saved low-precision copies hide this; in fp32 it "
-                "is error 2 or, with a fused optimizer, a wrong gradient.) Step unet after every backward.")
+                "its weights as they were (GroupNorm's weight is saved as it is, under autocast too). That is error "
+                "2 or, with an optimizer that bumps no version, a wrong gradient. Step unet after every backward.")
     return None
 
 
