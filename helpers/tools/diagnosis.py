@@ -163,17 +163,29 @@ def _call_text(inputs: Optional[Sequence[Any]], autograd_grad: bool) -> str:
     return "backward()" if inputs is None else "backward(inputs=...)"
 
 
-def _call_problems(outputs: List[torch.Tensor], output_notes: List[str], inputs: Optional[List[Any]],
-                   autograd_grad: bool) -> List[str]:
-    """The errors PyTorch raises before running any node, in the order it checks them."""
-    if inputs is not None and len(inputs) == 0:
-        return ["empty-inputs"]
+def _output_problems(outputs: List[torch.Tensor], output_notes: List[str]) -> List[str]:
+    """What is wrong with the outputs themselves, in the order PyTorch checks it."""
     if output_notes:
         return ["not-a-tensor"]
     if any(t.requires_grad and t.numel() != 1 for t in outputs):
         return ["non-scalar-output"]
     if any(not t.requires_grad for t in outputs):
         return ["no-grad-fn"]
+    return []
+
+
+def _call_problems(outputs: List[torch.Tensor], output_notes: List[str], inputs: Optional[List[Any]],
+                   autograd_grad: bool) -> List[str]:
+    """The errors PyTorch raises before running any node, in the order it checks them.
+
+    ``autograd.grad`` with empty inputs: newer torch says so first, older torch (2.4) checks the outputs first, so
+    both are named.
+    """
+    output_problems = _output_problems(outputs, output_notes)
+    if inputs is not None and len(inputs) == 0:
+        return ["empty-inputs", *output_problems[:1]] if autograd_grad else ["empty-inputs"]
+    if output_problems:
+        return output_problems[:1]
     if inputs is not None and any(not isinstance(t, torch.Tensor) for t in inputs):
         return ["input-not-a-tensor"]
     if inputs is not None and any(not t.requires_grad for t in inputs):

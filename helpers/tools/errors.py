@@ -109,8 +109,9 @@ KINDS: dict[str, ErrorKind] = {
         ErrorKind(
             name="empty-inputs",
             title="An empty inputs= list",
-            exception_type=RuntimeError,
-            pattern=re.compile(r"`inputs` argument to `(?:backward|grad)\(\)` cannot be empty"),
+            exception_type=Exception,  # a ValueError from autograd.grad before torch 2.5 or so, a RuntimeError since
+            pattern=re.compile(r"`inputs` argument to `(?:backward|grad)\(\)` cannot be empty|"
+                               r"grad requires non-empty inputs"),
             explanation=(
                 "backward(inputs=[]) or autograd.grad(loss, []) has nothing to differentiate for.\n"
                 "List the tensors you want gradients for, or leave inputs= out."

@@ -2,8 +2,9 @@
 
 Reading ``grad_fn._saved_<name>`` checks the tensor: it raises error 1 when a backward pass freed it and
 error 2 when it was changed in place after saving. ``grad_fn._raw_saved_<name>.data`` reads it without
-checks (None once freed) on newer torch, which tells us which parameter a stale tensor belongs to; on older
-torch (2.4-2.6) we match the parameter by its version and shape instead.
+checks (None once freed) on newer torch, which tells us which parameter a stale tensor belongs to. Older torch
+(2.4-2.6) has no ``.data`` there: we look for the parameter at that version and shape among those the node reads
+(directly, or through ``weight.t()``), then among all.
 """
 from __future__ import annotations
 
@@ -135,13 +136,42 @@ def _owner_by_version(version: int, shape: Tuple[int, ...], params: Mapping[str,
     return matches[0] if len(matches) == 1 else None
 
 
+def _owner_nearby(node: Any, attribute: str, version: int, shape: Tuple[int, ...],
+                  names: Mapping[int, str]) -> Optional[str]:
+    """The one parameter at ``version``, shaped like ``shape`` or its transpose, that ``node`` reads directly or
+    through one more node (``weight.t()``): how a stale weight is named where torch has no SavedTensor.data.
+
+    When several match (a norm layer's weight and bias), the one named like the saved attribute (``weight``) wins.
+    """
+    found: Dict[int, str] = {}
+    frontier = [node]
+    for _ in range(2):
+        following = []
+        for current in frontier:
+            for child in traversal.children(current):
+                variable = getattr(child, "variable", None)
+                if variable is None:
+                    following.append(child)
+                elif id(variable) in names and variable._version == version and shape in (
+                        tuple(variable.shape), tuple(reversed(variable.shape))):
+                    found[id(variable)] = names[id(variable)]
+        frontier = following
+    if len(found) > 1:
+        found = {key: name for key, name in found.items() if name.split("#")[0].rsplit(".", 1)[-1] == attribute}
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
 def _stale(node: Any, label: str, raw: Any, error: RuntimeError, params: Mapping[str, torch.Tensor],
            names: Mapping[int, str]) -> SavedTensor:
     details = parse_version_error(str(error))
     if details is None:  # some other failure to unpack: report it as not usable, without versions
         return SavedTensor(type(node).__name__, label, State.STALE, None, None, None, None, node)
     data = getattr(raw, "data", None)  # SavedTensor.data reads without checks (newer torch only)
-    owner = _owner(data, names) if data is not None else _owner_by_version(details.version_now, details.shape, params)
+    if data is not None:
+        owner = _owner(data, names)
+    else:
+        owner = (_owner_nearby(node, label.split("[")[0], details.version_now, details.shape, names)
+                 or _owner_by_version(details.version_now, details.shape, params))
     return SavedTensor(type(node).__name__, label, State.STALE, details.shape, details.version_expected,
                        details.version_now, owner, node)
 

@@ -135,9 +135,11 @@ class CrossAttention(nn.Module):
 class SmallUNet(nn.Module):
     """A UNet: two down levels with GroupNorm and SiLU, cross-attention at the bottom, skip connections up."""
 
-    def __init__(self, channels: int = 32, text_width: int = 32, inplace_bias: bool = False) -> None:
+    def __init__(self, channels: int = 32, text_width: int = 32, inplace_bias: bool = False,
+                 inplace_skip_activation: bool = False) -> None:
         super().__init__()
         self.inplace_bias = inplace_bias
+        self.inplace_skip_activation = inplace_skip_activation
         self.stem = nn.Conv2d(NC, channels, 3, padding=1)
         self.down1 = nn.Sequential(nn.GroupNorm(8, channels), nn.SiLU(), nn.Conv2d(channels, channels, 3, 2, 1))
         self.down2 = nn.Sequential(nn.GroupNorm(8, channels), nn.SiLU(), nn.Conv2d(channels, channels * 2, 3, 2, 1))
@@ -160,15 +162,18 @@ class SmallUNet(nn.Module):
             bottom = bottom + bias
         middle = self.middle(bottom, text)
         up = self.up2(torch.cat([middle, bottom], 1))
+        if self.inplace_skip_activation:
+            skip1 = F.relu(skip1, inplace=True)  # down2's GroupNorm saved skip1: this rewrites it
         up = self.up1(torch.cat([up, skip1], 1))
         return self.out(torch.cat([up, skip0], 1))
 
 
-def make_text_unet(seed: int = 0, batch: int = 2, inplace_bias: bool = False
+def make_text_unet(seed: int = 0, batch: int = 2, inplace_bias: bool = False, inplace_skip_activation: bool = False
                    ) -> Tuple[TextEncoder, SmallUNet, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Text encoder, UNet, token batch, noisy images and their noise target."""
     generator = _seeded(seed)
-    tenc, unet = TextEncoder(), SmallUNet(inplace_bias=inplace_bias)
+    tenc = TextEncoder()
+    unet = SmallUNet(inplace_bias=inplace_bias, inplace_skip_activation=inplace_skip_activation)
     tokens = torch.randint(0, 100, (batch, 8), generator=generator)
     images = torch.randn(batch, NC, 16, 16, generator=generator)
     noise = torch.randn(batch, NC, 16, 16, generator=generator)

@@ -17,6 +17,7 @@ from helpers.tools import (
     State,
     VersionTimeline,
     diagnose,
+    draw_graph,
     draw_saved_graph,
     expect_error,
     forward_trace,
@@ -189,6 +190,15 @@ def test_unet_in_place_bias_on_a_saved_activation_is_error_2_in_the_unet() -> No
     agree(report, loss_tenc.backward, loss_tenc, unet_params(tenc, unet))
 
 
+def test_unet_in_place_activation_on_a_skip_connection_is_error_2_in_the_unet() -> None:
+    tenc, unet, tokens, images, noise = make_text_unet(inplace_skip_activation=True)
+    loss_tenc, _ = diffusion_losses(tenc, unet, tokens, images, noise)
+    report = diagnose(loss_tenc, unet_params(tenc, unet))
+    assert report.prediction == "inplace-version" and all(s.parameter is None for s in report.problems)
+    assert all(report.places[id(s.node)].model == "unet" for s in report.problems), str(report)
+    agree(report, loss_tenc.backward, loss_tenc, unet_params(tenc, unet))
+
+
 def test_unet_split_backward_without_retain_graph_is_error_1_seed_2s_recipe() -> None:
     tenc, unet, tokens, images, noise = make_text_unet()
     loss_tenc, loss_unet = diffusion_losses(tenc, unet, tokens, images, noise)
@@ -276,6 +286,7 @@ def test_no_tool_raises_for_any_argument(odd: Any) -> None:
         str(diagnose(outputs, params, inputs))
         str(diagnose(outputs, params, inputs, recorded=record_parameters(params), autograd_grad=True))
         draw_saved_graph(outputs, odd, params)._repr_mimebundle_()
+        draw_graph(outputs, params)._repr_mimebundle_()
         str(draw_saved_graph(outputs, None, params))
         timeline = VersionTimeline(params)
         timeline.record("moment", outputs, odd)

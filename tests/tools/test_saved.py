@@ -98,17 +98,24 @@ def test_without_dot_the_saved_graph_is_text(monkeypatch, tmp_path):
     assert not graph.dot_available()
 
 
-def test_a_stale_tensor_is_named_by_version_where_torch_has_no_saved_tensor_data():
+def test_a_stale_tensor_is_named_where_torch_has_no_saved_tensor_data():
+    """torch 2.4-2.6: the owner is the parameter at that version and shape that the node reads, even when another
+    parameter elsewhere has the same version and shape (both heads are [1, 64], both stepped once)."""
     from helpers.tools.saved import _read, _stale
 
     m1, m2, o1, o2, l1, l2, params = _setup()
     with torch.no_grad():
+        m1[2].weight.add_(1)
         m2[2].weight.add_(1)
-    node = o2.grad_fn  # the head's AddmmBackward0
+    assert m1[2].weight._version == m2[2].weight._version
+    node = o2.grad_fn  # M2's head: AddmmBackward0
     _, error = _read(node, "mat2")
 
     class OldSavedTensor:  # torch 2.4-2.6: SavedTensor has no .data
         pass
 
-    saved = _stale(node, "mat2", OldSavedTensor(), error, params, names={})
+    names = {id(tensor): name for name, tensor in params.items()}
+    saved = _stale(node, "mat2", OldSavedTensor(), error, params, names)
     assert (saved.state, saved.parameter, saved.shape) == (State.STALE, "M2.2.weight", (64, 1))
+    by_version_alone = _stale(node, "mat2", OldSavedTensor(), error, params, names={})
+    assert by_version_alone.parameter is None, "two parameters match by version and shape: no guess"
