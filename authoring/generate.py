@@ -37,10 +37,22 @@ def source_hash(notebook: nbformat.NotebookNode) -> str:
     return hashlib.sha256(json.dumps(cells).encode("utf-8")).hexdigest()
 
 
+def kept_metadata(metadata: dict) -> dict:
+    """What a student copy keeps of a cell's metadata: its tags, and how it is folded (Colab) or collapsed (Lab)."""
+    kept: dict = {}
+    if metadata.get("tags"):
+        kept["tags"] = list(metadata["tags"])
+    if "cellView" in metadata:
+        kept["cellView"] = metadata["cellView"]
+    hidden = {key: value for key, value in metadata.get("jupyter", {}).items() if key == "source_hidden"}
+    if hidden:
+        kept["jupyter"] = hidden
+    return kept
+
+
 def _clean_cell(cell: nbformat.NotebookNode) -> nbformat.NotebookNode:
     cell = copy.deepcopy(cell)
-    tags = cell.get("metadata", {}).get("tags")
-    cell["metadata"] = nbformat.NotebookNode({"tags": tags} if tags else {})
+    cell["metadata"] = nbformat.NotebookNode(kept_metadata(cell.get("metadata", {})))
     if cell.cell_type == "code":
         cell["outputs"] = []
         cell["execution_count"] = None

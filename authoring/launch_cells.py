@@ -20,17 +20,14 @@ BADGES_END = "<!-- end of launch badges -->"
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 BINDER_BADGE = "https://mybinder.org/badge_logo.svg"
 COURSE_DISTRIBUTION = "two-losses-course-helpers"
-COLAB_CHECKOUT = "/content/two-losses-course"
-# Installed on Colab with --no-deps, beside the helpers: Colab has torch, ipywidgets, numpy, nbformat, IPython.
+# Installed on Colab with --no-deps, beside the helpers: Colab has torch, ipywidgets, numpy, IPython.
 COLAB_EXTRA_PACKAGES = ("torchviz==0.0.3", "graphviz")
+# Folded on Colab (a form shows only the title) and collapsed in JupyterLab: learners see one line.
+FOLDED_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}}
 
 _SETUP_TEMPLATE = '''\
-# Set-up for Google Colab only: everywhere else this cell does nothing.
-# On Colab it fetches this course at its release and installs the course's helpers.
-# --no-deps keeps Colab's own torch and ipywidgets; the helpers need nothing else that Colab lacks.
-COURSE_REPOSITORY = {repository}  # filled in by the release step (release.json)
-COURSE_REF = {ref}  # a tag or a commit, never a branch
-
+#@title Set-up for Google Colab: run it first. Anywhere else it does nothing.
+# On Colab it installs this course's helpers, pinned to the release; --no-deps keeps Colab's torch and ipywidgets.
 import importlib.metadata
 import importlib.util
 
@@ -41,15 +38,12 @@ if importlib.util.find_spec("google") and importlib.util.find_spec("google.colab
         import subprocess
         import sys
 
-        if COURSE_REPOSITORY is None:
+        # The helpers at this release, filled in by the release step from release.json:
+        COURSE_HELPERS = {requirement}
+        if COURSE_HELPERS is None:
             raise RuntimeError("This copy of the course has no release yet: open it from a release's Colab badge.")
-        for command in (
-            ["git", "init", "-q", "{checkout}"],
-            ["git", "-C", "{checkout}", "fetch", "-q", "--depth", "1", COURSE_REPOSITORY, COURSE_REF],
-            ["git", "-C", "{checkout}", "checkout", "-q", "FETCH_HEAD"],
-            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "{checkout}", {extras}],
-        ):
-            subprocess.run(command, check=True)
+        command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", COURSE_HELPERS, {extras}]
+        subprocess.run(command, check=True)
         importlib.invalidate_caches()'''
 
 
@@ -58,13 +52,18 @@ def _literal(value: Optional[str]) -> str:
     return "None" if value is None else json.dumps(value)
 
 
+def helpers_requirement(release: Release) -> Optional[str]:
+    """The helpers at the release, as pip takes them (``NAME @ git+https://github.com/OWNER/REPO@REF``); None before."""
+    if not release.is_set:
+        return None
+    return f"{COURSE_DISTRIBUTION} @ git+{release.repository}@{release.ref}"
+
+
 def setup_source(release: Release) -> str:
     """The source of the Colab set-up cell for ``release``."""
     return _SETUP_TEMPLATE.format(
-        repository=_literal(release.repository),
-        ref=_literal(release.ref),
+        requirement=_literal(helpers_requirement(release)),
         distribution=COURSE_DISTRIBUTION,
-        checkout=COLAB_CHECKOUT,
         extras=", ".join(_literal(package) for package in COLAB_EXTRA_PACKAGES),
     )
 
@@ -103,7 +102,8 @@ def with_launch_cells(notebook: nbformat.NotebookNode, release: Release, noteboo
     if cells and cells[0].cell_type == "markdown":
         cells[0].source = with_badges(cells[0].source, badges_markdown(release, notebook_path))
     first_code = 1 if cells and cells[0].cell_type == "markdown" else 0
-    setup = nbformat.v4.new_code_cell(setup_source(release), metadata={"tags": [SETUP_TAG]})
+    metadata = {"tags": [SETUP_TAG], **copy.deepcopy(FOLDED_METADATA)}
+    setup = nbformat.v4.new_code_cell(setup_source(release), metadata=metadata)
     setup["id"] = SETUP_TAG  # stable, so regenerating changes nothing
     cells.insert(first_code, setup)
     notebook.cells = cells

@@ -32,11 +32,14 @@ def test_generator_output_matches_the_committed_expected_files(course):
     assert (course / generate.SOLUTIONS_JSON).read_text() == (expected / "solutions.json").read_text()
 
 
-def test_student_copy_has_no_outputs_no_counts_and_only_tags(course):
+def test_student_copy_has_no_outputs_no_counts_and_only_tags_and_folding(course):
     generate.main(["--root", str(course)])
     notebook = nbformat.read(str(course / "notebooks" / "99_demo.ipynb"), as_version=4)
+    folded = [cell for cell in notebook.cells if "setup" in cell.metadata.get("tags", [])]
+    assert folded and folded[0].metadata == {"tags": ["setup"], "cellView": "form", "jupyter": {"source_hidden": True}}
     for cell in notebook.cells:
-        assert set(cell.metadata) <= {"tags"}
+        assert set(cell.metadata) <= {"tags", "cellView", "jupyter"}
+        assert set(cell.metadata.get("jupyter", {})) <= {"source_hidden"}
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None
     assert "BEGIN SOLUTION" not in json.dumps(notebook) and "x * 2" not in json.dumps(notebook)

@@ -96,8 +96,7 @@ def test_the_setup_cell_carries_the_release_and_is_the_first_code_cell(released_
     for folder in ("solutions", "notebooks"):
         cell = _setup_cell(released_course / folder / "99_demo.ipynb")
         assert cell.metadata["tags"] == [SETUP_TAG]
-        assert f'COURSE_REPOSITORY = "{RELEASED.repository}"' in cell.source
-        assert 'COURSE_REF = "v1.2.0"' in cell.source
+        assert f'COURSE_HELPERS = "two-losses-course-helpers @ git+{RELEASED.repository}@v1.2.0"' in cell.source
 
 
 def test_changing_release_json_makes_every_generated_part_stale(released_course):
@@ -121,7 +120,7 @@ def test_regenerating_is_idempotent_and_keeps_one_setup_cell(released_course):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: f"{path.parent.name}/{path.name}")
 def test_every_repository_notebook_starts_with_the_current_setup_cell(path):
     cell = _setup_cell(path)
-    assert cell.metadata.get("tags") == [SETUP_TAG]
+    assert cell.metadata.get("tags") == [SETUP_TAG] and cell.metadata.get("cellView") == "form"
     assert cell.source == setup_source(release_json.load(ROOT))
 
 
@@ -169,18 +168,22 @@ def colab(monkeypatch):
     return recorder
 
 
-def test_on_colab_the_cell_fetches_the_pinned_ref_and_installs_without_dependencies(colab):
+def test_on_colab_the_cell_installs_the_pinned_helpers_without_dependencies_in_one_command(colab):
     exec(setup_source(RELEASED), {})
-    git = [command for command in colab.commands if command[0] == "git"]
-    pip = [command for command in colab.commands if "pip" in command]
-    assert [command[1:3] for command in git] == [["init", "-q"], ["-C", "/content/two-losses-course"]] + [
-        ["-C", "/content/two-losses-course"]
-    ]
-    assert git[1][-2:] == [RELEASED.repository, "v1.2.0"] and git[2][-1] == "FETCH_HEAD"
-    assert len(pip) == 1 and "--no-deps" in pip[0]
-    installed = pip[0][pip[0].index("--no-deps") + 1:]
-    assert installed[0] == "/content/two-losses-course" and "torchviz==0.0.3" in installed
+    assert len(colab.commands) == 1
+    (pip,) = colab.commands
+    assert pip[1:4] == ["-m", "pip", "install"] and "--no-deps" in pip
+    installed = pip[pip.index("--no-deps") + 1:]
+    assert installed[0] == f"two-losses-course-helpers @ git+{RELEASED.repository}@v1.2.0"
+    assert "torchviz==0.0.3" in installed and "graphviz" in installed
     assert not any(re.fullmatch(r"(torch|ipywidgets)\b.*", package) for package in installed)
+
+
+def test_the_setup_cell_is_short_folded_on_colab_and_collapsed_in_jupyterlab(released_course):
+    for folder in ("solutions", "notebooks"):
+        cell = _setup_cell(released_course / folder / "99_demo.ipynb")
+        assert cell.source.startswith("#@title ") and len(cell.source.splitlines()) <= 20
+        assert cell.metadata["cellView"] == "form" and cell.metadata["jupyter"]["source_hidden"] is True
 
 
 def test_on_colab_with_the_helpers_already_installed_the_cell_does_nothing(colab, monkeypatch):
