@@ -32,3 +32,10 @@ def test_no_path_hacks_no_raises_exception_tags_no_outputs(path):
         if cell.cell_type == "code":
             assert not cell.outputs and cell.execution_count is None, "commit notebooks without outputs"
     assert "ipykernel_" not in json.dumps(notebook)
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_the_last_code_cell_says_where_the_learner_is(path):
+    cells = nbformat.read(str(path), as_version=4).cells
+    last_code = [cell for cell in cells if cell.cell_type == "code"][-1]
+    assert last_code.source == f'exercises.summary("{path.stem}")'

@@ -1,4 +1,6 @@
 """Exercise checkers: reject stubs and wrong answers with a specific diagnosis, accept every correct answer."""
+import re
+
 import pytest
 import torch
 
@@ -789,7 +791,30 @@ def test_hints_in_text_come_one_level_at_a_time():
     first = str(exercises.hint("head_weight_grad"))
     assert "1. Symptom" in first and "2. Cause" not in first and 'level=2' in first
     everything = str(exercises.hint("head_weight_grad", level=4))
-    assert "3. API to use" in everything and "torch.autograd.grad(loss, model[-1].weight)" in everything
+    assert "3. The API, and the shape of the fix" in everything and "torch.autograd.grad(" in everything
+
+
+def _solution_lines(exercise_id):
+    """The lines of an exercise's solution that are code worth hiding (not comments, not short)."""
+    lines = [line.strip() for line in SOLUTION_CELLS[exercise_id].splitlines()]
+    return [line for line in lines if len(line) >= 16 and not line.startswith(("#", '"""', "def "))]
+
+
+@pytest.mark.parametrize("exercise_id", exercises.ids())
+def test_the_third_hint_gives_the_api_and_the_shape_of_the_fix_without_the_code(exercise_id):
+    third = get_exercise(exercise_id).hints[2]
+    flat = " ".join(third.split())
+    shown_code = [line for line in _solution_lines(exercise_id) if line in flat]
+    assert shown_code == [], f"hint 3 gives away solution lines: {shown_code}"
+    assert not re.search(r"\b\w+(\[[^\]]*\])?\s=\s\S", flat), f"hint 3 has an assignment: {third}"
+    assert not re.search(r";\s*\w+\(", flat), f"hint 3 strings statements together: {third}"
+    assert not re.search(r"\w\([^()]*,[^()]*\)", flat), f"hint 3 writes out a call with its arguments: {third}"
+
+
+@pytest.mark.parametrize("level", [0, 5, -1, "2", 2.0, True])
+def test_asking_for_a_level_that_does_not_exist_says_how_many_there_are(level):
+    answer = str(exercises.hint("two_grads", level=level))
+    assert "there are 4 levels, 1 to 4" in answer and "two_grads" in answer
 
 
 def test_hint_widget_reveals_the_next_level_on_each_click():
@@ -806,3 +831,31 @@ def test_hint_widget_reveals_the_next_level_on_each_click():
 def test_a_learners_set_grad_enabled_false_does_not_outlive_the_check():
     exercises.evaluate("two_model_step", step_disabling_grad)
     assert torch.is_grad_enabled()
+
+
+def test_the_summary_shows_each_exercise_of_the_notebook_as_its_last_check_left_it(monkeypatch):
+    from helpers.course.exercises import progress as summary_module
+
+    monkeypatch.delenv("COURSE_STRICT", raising=False)
+    monkeypatch.setattr(summary_module, "LAST_RESULTS", {})
+    fresh = str(exercises.summary("02_backward_twice"))
+    assert "two_grads: not attempted yet - its check cell has not run" in fresh
+    assert "Next: open notebooks/03_inplace_version.ipynb." in fresh
+    exercises.check("two_grads", load_answer(STUDENT_CELLS["two_grads"], get_exercise("two_grads").answer_name))
+    assert "two_grads: not attempted yet" in str(exercises.summary("02_backward_twice"))
+    exercises.check("two_grads", lambda *args: (None, None))
+    failed_line = [line for line in str(exercises.summary("02_backward_twice")).splitlines() if "two_grads" in line][0]
+    assert failed_line.startswith("✗ two_grads: failed - ") and len(failed_line) < 200
+    exercises.check("two_grads", load_answer(SOLUTION_CELLS["two_grads"], get_exercise("two_grads").answer_name))
+    assert "✓ two_grads: passed" in str(exercises.summary("02_backward_twice"))
+    assert "last notebook" in str(exercises.summary(exercises.ids() and "06_bug_clinic"))
+    assert "no exercises" in str(exercises.summary("99_no_such_notebook"))
+
+
+def test_in_strict_mode_the_summary_fails_when_an_exercise_has_not_passed(monkeypatch):
+    from helpers.course.exercises import progress as summary_module
+
+    monkeypatch.setattr(summary_module, "LAST_RESULTS", {})
+    monkeypatch.setenv("COURSE_STRICT", "1")
+    with pytest.raises(AssertionError, match="not every exercise passed"):
+        exercises.summary("02_backward_twice")

@@ -1,4 +1,4 @@
-"""``check``, ``hint`` and ``ids``: what notebooks call."""
+"""``check``, ``hint``, ``summary`` and ``ids``: what notebooks call."""
 from __future__ import annotations
 
 import os
@@ -8,6 +8,7 @@ from helpers.course.exercises.guard import LearnerError, NotAttempted, is_unansw
 from helpers.course.exercises.hints import make_hint
 from helpers.course.exercises.registry import exercises, get_exercise
 from helpers.course.exercises.result import CheckResult, failed, not_attempted
+from helpers.course.exercises.progress import NotebookSummary, make_summary, record
 
 STRICT_VARIABLE = "COURSE_STRICT"
 
@@ -45,6 +46,7 @@ def check(exercise_id: str, answer: Any) -> CheckResult:
         AssertionError: only in strict mode, when the result is not a pass.
     """
     result = evaluate(exercise_id, answer)
+    record(result)
     if strict_mode() and not result.passed:
         raise AssertionError(f"{STRICT_VARIABLE}=1 and the check did not pass:\n{result}")
     return result
@@ -53,3 +55,16 @@ def check(exercise_id: str, answer: Any) -> CheckResult:
 def hint(exercise_id: str, level: Optional[int] = None) -> Any:  # a widget or a HintText
     """Hints for ``exercise_id``: a reveal-one-at-a-time widget in Jupyter, or the text up to ``level``."""
     return make_hint(exercise_id, get_exercise(exercise_id).hints, level)
+
+
+def summary(notebook: str) -> NotebookSummary:
+    """Where you are in ``notebook`` (``"04_whose_gradient"``): each exercise passed, failed or not attempted, as the
+    checks run in this kernel left it, and what to do next.
+
+    Raises:
+        AssertionError: only in strict mode, when one of the notebook's exercises has not passed.
+    """
+    result = make_summary(notebook)
+    if strict_mode() and not result.all_passed:
+        raise AssertionError(f"{STRICT_VARIABLE}=1 and not every exercise passed:\n{result}")
+    return result

@@ -1,4 +1,5 @@
-"""Hints revealed one level at a time: symptom, cause, the API to use, the full solution."""
+"""Hints revealed one level at a time: the symptom, the cause, the API and the shape of the fix (in words, without
+code), then the full solution."""
 from __future__ import annotations
 
 import html
@@ -7,13 +8,30 @@ from typing import List, Optional, Tuple
 from helpers.course.exercises.solutions import solution_source
 from helpers.tools.display import card_html, in_notebook, pre_html
 
-LEVEL_NAMES = ("Symptom", "Cause", "API to use", "Full solution")
+LEVEL_NAMES = ("Symptom", "Cause", "The API, and the shape of the fix", "Full solution")
 
 
 def hint_levels(exercise_id: str, hints: Tuple[str, str, str]) -> List[Tuple[str, str]]:
     """All four levels as (name, text)."""
     solution = solution_source(exercise_id) or "(no solution recorded for this exercise)"
     return list(zip(LEVEL_NAMES, (*hints, solution)))
+
+
+class NoSuchLevel:
+    """The answer to a hint level that does not exist: how many there are."""
+
+    def __init__(self, exercise_id: str, level: object, count: int) -> None:
+        self.text = (f"There is no hint level {level!r} for {exercise_id}: there are {count} levels, 1 to {count}. "
+                     f'exercises.hint("{exercise_id}", level=1) shows the first.')
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        return card_html("No such hint level", f"<div>{html.escape(self.text)}</div>", accent="#7f8c8d")
 
 
 class HintText:
@@ -66,8 +84,13 @@ def hint_widget(exercise_id: str, levels: List[Tuple[str, str]]):  # -> ipywidge
 
 
 def make_hint(exercise_id: str, hints: Tuple[str, str, str], level: Optional[int] = None):
-    """A widget in Jupyter; text up to ``level`` (default 1) elsewhere or when ``level`` is given."""
+    """A widget in Jupyter; text up to ``level`` (default 1) elsewhere or when ``level`` is given.
+
+    A level that does not exist gets an answer saying how many there are.
+    """
     levels = hint_levels(exercise_id, hints)
+    if level is not None and (isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= len(levels)):
+        return NoSuchLevel(exercise_id, level, len(levels))
     if level is None and in_notebook():
         try:
             return hint_widget(exercise_id, levels)

@@ -12,7 +12,7 @@ import pkgutil
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from helpers.course.exercises.exercise import LESSON_PACKAGE, Exercise
+from helpers.course.exercises.exercise import LESSON_PACKAGE, Exercise, notebook_of_package
 from helpers.course.exercises.solutions import recorded_solutions
 
 COURSE_PACKAGE = "helpers.course"
@@ -28,6 +28,12 @@ def exercise_module_names() -> List[str]:
                       for module in pkgutil.iter_modules([str(_COURSE_FOLDER / lesson.name)])
                       if module.name == "exercise" or module.name.endswith("_exercise")]
     return sorted(names)
+
+
+def notebook_names() -> List[str]:
+    """Every notebook of the course, ``NN_topic``, in order: one per lesson package."""
+    return sorted(notebook_of_package(lesson.name) for lesson in pkgutil.iter_modules([str(_COURSE_FOLDER)])
+                  if lesson.ispkg and LESSON_PACKAGE.match(lesson.name))
 
 
 def _course_order(exercise: Exercise) -> Tuple[str, float, str]:

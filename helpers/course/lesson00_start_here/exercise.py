@@ -23,8 +23,9 @@ HINTS = (
     "torch.autograd.grad gives - and the same answer when your function is called twice.",
     "The usual wrong answers come from two things: .backward() adds into .grad, so a second call on the same model "
     "doubles the result unless you clear it; and the loss is a mean, not a sum.",
-    "loss = ((model(x) - target) ** 2).mean(), then torch.autograd.grad(loss, model[-1].weight) returns "
-    "a tuple with one gradient. (Or model.zero_grad(), loss.backward(), model[-1].weight.grad.clone().)",
+    "Compute the loss as the mean of the squared differences, then ask torch.autograd.grad for its gradient "
+    "with respect to the head's weight (the last layer's weight): it returns a tuple with one tensor. With "
+    ".backward() instead, clear the old gradient first and return a copy of .grad.",
 )
 
 

@@ -24,9 +24,9 @@ HINTS = (
     "connects L1 to M2. For a loss built on o2.detach() it names M1's parameters only.",
     "Every grad_fn lists its inputs in .next_functions; a parameter shows up as an AccumulateGrad node whose "
     ".variable is the parameter. Missing names usually mean you followed only one input of each node.",
-    "Walk the graph: start at loss.grad_fn, visit each node's next_functions (skip None, remember what you have "
-    "seen), and for nodes with a .variable look the tensor up in named_params. (torch.autograd.grad with "
-    "allow_unused=True also tells you: a None gradient means 'not reached'.)",
+    "A walk over the graph: start at the loss's grad_fn, follow each node's next_functions, skip None and "
+    "the nodes already seen. A node with a .variable is a parameter's AccumulateGrad: look that tensor up among the "
+    "named parameters by identity (is), not by value.",
 )
 
 

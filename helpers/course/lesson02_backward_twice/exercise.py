@@ -19,7 +19,8 @@ HINTS = (
     "without error 1 on the second call.",
     "Both losses share the graph of the shared term (and of both models). The first autograd.grad call frees "
     "the saved tensors of everything it passes through, so the second call finds them gone.",
-    "torch.autograd.grad(l1, params1, retain_graph=True), then torch.autograd.grad(l2, params2).",
+    "Two calls to torch.autograd.grad, one per loss, each asking only for its own model's parameters. The "
+    "first one must keep the graph (retain_graph=True): the second walks the shared part again.",
 )
 
 

@@ -16,8 +16,8 @@ HINTS = (
     "not all bump the version the same number of times per step.",
     "Every in-place change adds 1 to tensor._version. An optimizer skips parameters whose .grad is None, and "
     "nn.Linear's initialisation already bumped its weight once.",
-    "p = torch.nn.Parameter(torch.ones(3)); p.grad = torch.ones(3); opt = make_optimizer([p]); "
-    "before = p._version; opt.step(); return p._version - before",
+    "Make a parameter of your own and give it a gradient (an optimizer skips parameters without one), build "
+    "the optimizer on it, read _version before and after one step(), and return the difference.",
 )
 
 

@@ -28,9 +28,10 @@ HINTS = (
     "M2's, both computed before either model changes - and the same again on the next step.",
     "loss.backward() adds into .grad of every parameter the loss reaches, and L1 reaches M2 through the shared "
     "term. Stepping a model before another backward passes through it changes weights that backward still needs.",
-    "Zero both optimizers, compute l1, l2 = losses(m1(x1), m2(x2)), then l1.backward(retain_graph=True, "
-    "inputs=list(m1.parameters())) and l2.backward(inputs=list(m2.parameters())), then step both. "
-    "(torch.autograd.grad for each, or detaching the other model's output, work too.)",
+    "Zero both optimizers, one forward pass through both models, then two backward passes before any step: "
+    "each one restricted to its own model with inputs=, the first one keeping the graph (retain_graph=True). Then step "
+    "both. Other shapes of the same fix: torch.autograd.grad per model, or each loss reading the other model's output "
+    "detached.",
 )
 
 

@@ -37,10 +37,9 @@ HINTS = (
     "no error 1, and calls scaler.update() once.",
     "The path from loss_tenc back to tenc runs through unet. So a first backward restricted to tenc's parameters "
     "still passes through unet and frees unet's saved tensors, unless you keep them.",
-    "Zero both optimizers; under torch.autocast(x.device.type) compute pred = unet(tenc(x)), the per-element MSE, "
-    "and both losses; scaler.scale(loss_tenc).backward(retain_graph=True, inputs=list(tenc.parameters())); "
-    "scaler.scale(loss_unet).backward(inputs=list(unet.parameters())); scaler.step each optimizer; "
-    "scaler.update() once.",
+    "Zero both optimizers; one forward pass under torch.autocast(x.device.type); two backward passes of "
+    "scaled losses (scaler.scale), each restricted with inputs= to its own module, the first keeping the graph; then "
+    "scaler.step for each optimizer, and scaler.update() once, last.",
 )
 
 

@@ -38,9 +38,9 @@ HINTS = (
     "advantage = returns - value carries the value's graph, so the actor's loss reaches (and pushes) the critic "
     "head unless you detach it; a backward after a step meets weights that changed; a trunk in two optimizers, "
     "or two step() calls, moves it twice.",
-    "optimizer.zero_grad(); logits, value = model(states); advantage = (returns - value).detach(); "
-    "log_prob = torch.log_softmax(logits, -1).gather(-1, actions.unsqueeze(-1)).squeeze(-1); then one "
-    "(actor_loss + critic_loss).backward() and one optimizer.step().",
+    "One optimizer, one forward pass, one backward of the sum of both losses, one step. The advantage that "
+    "weights the actor's log-probability must be a constant for the actor: .detach() it. The critic's loss is the "
+    "mean squared difference between returns and values.",
 )
 
 Grads = Dict[str, torch.Tensor]

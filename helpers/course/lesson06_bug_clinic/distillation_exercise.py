@@ -48,9 +48,10 @@ HINTS = (
     "A forward pass through the teacher is recorded like any other, so the student's loss reaches the teacher's "
     "parameters and backward() fills their .grad. In train mode its BatchNorm uses the batch's statistics and "
     "updates its running averages, even under no_grad. Softening by T shrinks the soft term's gradient by 1/T^2.",
-    "teacher.eval(); with torch.no_grad(): teacher_logits = teacher(x) (or .detach(), or "
-    "teacher.requires_grad_(False)). Soft term: T * T * F.kl_div(F.log_softmax(student_logits / T, dim=1), "
-    "F.softmax(teacher_logits / T, dim=1), reduction=\"batchmean\"). Then zero_grad, one backward, step.",
+    "The teacher only gives targets: eval mode, and a forward pass without a graph (torch.no_grad(), "
+    ".detach() or requires_grad_(False)). The soft term is the KL divergence between the temperature-softened "
+    "distributions (the student's log-probabilities against the teacher's probabilities, batch mean) times T squared, "
+    "mixed with the hard cross-entropy by alpha. Then zero, one backward, step.",
 )
 
 StepFunction = Callable[..., Any]

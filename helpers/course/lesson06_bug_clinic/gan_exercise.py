@@ -41,9 +41,9 @@ HINTS = (
     "fake = generator(noise) carries G's graph. d_loss.backward() runs down through D into that graph and frees "
     "it; g_loss needs it later. D's loss only trains D, so it should see the fake batch as a constant; G's loss "
     "must see it with its history, through D as it is after opt_d.step().",
-    "fake = generator(noise); D step on discriminator(fake.detach()) with F.binary_cross_entropy_with_logits "
-    "against torch.ones_like / torch.zeros_like, then opt_d.step(); then opt_g.zero_grad(), "
-    "g_loss = BCE(discriminator(fake), ones) - a fresh pass through the updated D -, backward, opt_g.step().",
+    "Make the fake batch once. D's loss reads it through .detach(), so D's backward stops at D; step D. Then "
+    "G's loss reads the same fake batch without detach, through D again (the updated D), with the target 'real'; "
+    "zero G's gradients, backward, step G.",
 )
 
 

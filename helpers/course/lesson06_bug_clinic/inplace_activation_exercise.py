@@ -49,8 +49,8 @@ HINTS = (
     "cls_head is a Linear: it saved h to compute its weight gradient. reg_head's nn.ReLU(inplace=True) then "
     "rewrote that same h. Detaching h does not help: h.detach() shares h's memory and version counter, and "
     "h.detach().clone() cuts the regression loss off from the encoder.",
-    "Apply the ReLU out of place, reg_head[1](torch.relu(h)), or give the head its own copy, reg_head(h.clone()). "
-    "Both leave h as the classifier saved it.",
+    "Leave h as the classifier saved it: apply the regression head's ReLU out of place (the functional "
+    "torch.relu, then the head's linear layer), or give the head a copy of h (.clone()).",
 )
 
 

@@ -42,10 +42,9 @@ HINTS = (
     "Both losses pass through the trunk, so the trunk's gradient is the sum of both tasks' gradients, and it must "
     "be complete before the trunk's optimizer steps. Stepping the trunk between the two backward passes changes "
     "the weights that the second backward still needs (or, after a second forward, that it is computed at).",
-    "Zero all three optimizers, compute feats = trunk(x) once and both losses from it, call "
-    "(loss_a + loss_b).backward() once, then step opt_trunk, opt_a and opt_b. (Two backward passes, the first "
-    "with retain_graph=True, before any step, work too: here both losses should train the trunk and each "
-    "parameter is in one optimizer. So does torch.autograd.grad written into .grad.)",
+    "Zero all three optimizers; run the trunk once and both heads on its features; one backward of the sum of "
+    "the two losses (both should train the trunk); then step each optimizer once. Each parameter belongs to exactly "
+    "one optimizer.",
 )
 
 Step = Callable[..., Any]

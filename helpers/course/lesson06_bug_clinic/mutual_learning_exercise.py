@@ -50,9 +50,8 @@ HINTS = (
     "softmax(logits2) is peer 1's target, but as written it is still connected to peer 2: loss1 reaches peer 2 "
     "through it (its backward frees peer 2's graph and adds into peer 2's .grad), and loss2 reaches peer 1 "
     "through softmax(logits1). A target should be a constant.",
-    "Detach each target: F.softmax(logits2, dim=1).detach() in loss1 and F.softmax(logits1, dim=1).detach() in "
-    "loss2, with F.kl_div(F.log_softmax(own_logits, dim=1), target, reduction='batchmean'). Then each loss reaches "
-    "only its own peer, and zero_grad, backward, step per peer works in either order.",
+    "Each peer's loss uses the other peer's probabilities as its target: make that target a constant with "
+    ".detach(), so each loss reaches only its own peer. Then zero, backward and step per peer, in either order.",
 )
 
 Peers = Tuple[nn.Module, nn.Module]

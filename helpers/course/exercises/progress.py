@@ -1,0 +1,92 @@
+"""``exercises.summary(notebook)``: where you are in a notebook, as its last code cell shows it.
+
+Each of the notebook's exercises: passed, failed (with the first line of its diagnosis) or not attempted, from the
+checks run in this kernel; then what to do next.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from helpers.course.exercises.registry import exercises, notebook_names
+from helpers.course.exercises.result import CheckResult, Status
+from helpers.tools.display import card_html
+
+# The last result of each exercise checked in this kernel (exercises.check records it).
+LAST_RESULTS: Dict[str, CheckResult] = {}
+
+# Colour-blind safe (Okabe-Ito) and marked in text too, so the card reads in grey.
+_MARKS = {Status.PASSED: ("✓", "passed", "#009E73"), Status.FAILED: ("✗", "failed", "#D55E00"),
+          Status.NOT_ATTEMPTED: ("…", "not attempted yet", "#999999")}
+
+
+def record(result: CheckResult) -> None:
+    """Remember ``result`` as the latest of its exercise."""
+    LAST_RESULTS[result.exercise_id] = result
+
+
+@dataclass(frozen=True)
+class NotebookSummary:
+    """The exercises of one notebook with their latest status, and the next step."""
+
+    notebook: str
+    rows: List[Tuple[str, Status, str]]  # (exercise id, status, one line of diagnosis)
+    next_step: str
+
+    @property
+    def all_passed(self) -> bool:
+        return bool(self.rows) and all(status is Status.PASSED for _, status, _ in self.rows)
+
+    def _lines(self) -> List[str]:
+        lines = []
+        for exercise_id, status, line in self.rows:
+            mark, word, _ = _MARKS[status]
+            lines.append(f"{mark} {exercise_id}: {word}" + (f" - {line}" if line else ""))
+        return (lines or ["(this notebook has no exercises)"]) + [self.next_step]
+
+    def __str__(self) -> str:
+        return "\n".join([f"Where you are in {self.notebook}:", *self._lines()])
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for exercise_id, status, line in self.rows:
+            mark, word, colour = _MARKS[status]
+            detail = f" - {html.escape(line)}" if line else ""
+            rows.append(f"<div><b style='color:{colour}'>{mark} {word}</b> <code>{html.escape(exercise_id)}</code>"
+                        f"{detail}</div>")
+        body = "".join(rows) + f"<div style='margin-top:4px'>{html.escape(self.next_step)}</div>"
+        return card_html(f"Where you are in {self.notebook}", body, accent="#0072B2")
+
+
+def _first_line(message: str, limit: int = 160) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def next_step(notebook: str) -> str:
+    """What to open after ``notebook``."""
+    names = notebook_names()
+    if notebook in names and names.index(notebook) + 1 < len(names):
+        return f"Next: open notebooks/{names[names.index(notebook) + 1]}.ipynb."
+    return "This is the last notebook. docs/cheatsheet.html has the whole course on one sheet."
+
+
+def make_summary(notebook: str, results: Optional[Dict[str, CheckResult]] = None) -> NotebookSummary:
+    """The summary of ``notebook`` from ``results`` (default: the checks run in this kernel)."""
+    results = LAST_RESULTS if results is None else results
+    rows = []
+    for exercise_id, exercise in exercises().items():
+        if exercise.notebook != notebook:
+            continue
+        result = results.get(exercise_id)
+        if result is None or result.status is Status.NOT_ATTEMPTED:
+            rows.append((exercise_id, Status.NOT_ATTEMPTED, "" if result else "its check cell has not run"))
+        elif result.passed:
+            rows.append((exercise_id, Status.PASSED, ""))
+        else:
+            rows.append((exercise_id, Status.FAILED, _first_line(result.message)))
+    return NotebookSummary(notebook, rows, next_step(notebook))
