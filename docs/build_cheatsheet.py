@@ -1,13 +1,16 @@
-"""Build docs/cheatsheet.html from docs/cheatsheet.md: one printable A4 page.
+"""Build docs/cheatsheet.html from docs/cheatsheet.md: one printed sheet, A4, both sides.
 
     python docs/build_cheatsheet.py           # write docs/cheatsheet.html
     python docs/build_cheatsheet.py --check   # exit 1 when cheatsheet.html is stale
 
 It renders with mistune, which JupyterLab already installs (through nbconvert): no new dependency.
+Page 1 is the symptom -> cause -> fix tables; page 2 ("## Pictures") the course's figures, inlined as SVG data
+so the HTML file stands alone.
 """
 from __future__ import annotations
 
 import argparse
+import base64
 import html
 import re
 import sys
@@ -34,11 +37,14 @@ li { margin: 0.2mm 0; }
 table { width: 100%; border-collapse: collapse; table-layout: fixed; margin: 0.6mm 0; }
 th, td { border: 0.2mm solid #9aa5b1; padding: 0.7mm 1mm; vertical-align: top; text-align: left; }
 th { background: #e4eaf1; font-size: 7.4pt; }
-th:nth-child(1) { width: 31%; } th:nth-child(2) { width: 31%; } th:nth-child(3) { width: 29%; } th:nth-child(4) { width: 9%; }
+th:nth-child(1) { width: 31%; } th:nth-child(2) { width: 31%; }
+th:nth-child(3) { width: 29%; } th:nth-child(4) { width: 9%; }
 code { font: 6.9pt/1.25 "DejaVu Sans Mono", Menlo, Consolas, monospace; background: #f1f3f6; padding: 0 0.3mm;
        overflow-wrap: anywhere; }
 table:first-of-type td:first-child code { background: #fbeaea; color: #6b0d0d; }
 strong { color: #000; }
+img { display: block; width: 142mm; margin: 0.6mm auto 1.2mm auto; }
+h2.new-page { break-before: page; }
 @media screen { body { max-width: 200mm; margin: 8mm auto; padding: 0 4mm; } }
 """
 
@@ -62,10 +68,21 @@ def title_of(markdown_text: str) -> str:
     return match[1].replace("`", "").strip() if match else "Cheat sheet"
 
 
+def inline_images(body: str) -> str:
+    """Replace each ``<img src="relative/path.svg">`` with the file's content as a data URI."""
+
+    def data_uri(match: re.Match) -> str:
+        path = (DOCS / html.unescape(match[1])).resolve()
+        kind = "image/svg+xml" if path.suffix == ".svg" else "image/png"
+        return f'src="data:{kind};base64,{base64.b64encode(path.read_bytes()).decode("ascii")}"'
+
+    return re.sub(r'src="(?!data:|https?:)([^"]+)"', data_uri, body)
+
+
 def render(markdown_text: str) -> str:
     """The complete HTML page for ``markdown_text``."""
     to_html = mistune.create_markdown(escape=True, plugins=["table"])
-    body = to_html(markdown_text)
+    body = inline_images(to_html(markdown_text)).replace("<h2>Pictures</h2>", '<h2 class="new-page">Pictures</h2>')
     return TEMPLATE.format(title=html.escape(title_of(markdown_text)), css=CSS.strip(), body=body)
 
 

@@ -1,7 +1,8 @@
 """The installed package, as a learner gets it: the Colab set-up cell installs it with pip, not editable.
 
-The wheel must hold ``helpers`` with its data (solutions.json, for the last hint and the course order), and nothing
-of the authoring kit or the tests; ``authoring`` must not be importable outside the repository.
+The wheel must hold ``helpers`` with its data (solutions.json, for the last hint and the course order; the figures'
+images, which notebooks show on Colab), and nothing of the authoring kit or the tests; ``authoring`` must not be
+importable outside the repository.
 """
 from __future__ import annotations
 
@@ -18,12 +19,17 @@ import pytest
 
 from tests.paths import ROOT
 
+FIGURE_IMAGES = ROOT / "helpers" / "course" / "figures" / "images"
+
 INSTALLED_USE = textwrap.dedent(
     """
     import importlib.util, json
     import helpers
     from helpers import exercises
+    from helpers.course.figures import FIGURES, figure_path, show_figure
     print(json.dumps({
+        "figures": {name: [len(show_figure(name)._repr_png_()[0]), figure_path(name, "svg").stat().st_size]
+                    for name in FIGURES},
         "helpers_from": helpers.__file__,
         "ids": exercises.ids(),
         "last_hint": str(exercises.hint("head_weight_grad", level=4)),
@@ -53,11 +59,15 @@ def test_the_wheel_holds_the_helpers_and_their_data_and_nothing_else(wheel: Path
     top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top_level == {"helpers"}, top_level
     assert "helpers/course/exercises/solutions.json" in names
+    images = {path.relative_to(ROOT).as_posix() for path in FIGURE_IMAGES.iterdir()}
+    assert len(images) >= 6 and images <= set(names), f"figures missing from the wheel: {sorted(images - set(names))}"
     sources = {path.relative_to(ROOT).as_posix() for path in (ROOT / "helpers").rglob("*.py")}
     assert sources <= set(names), f"missing from the wheel: {sorted(sources - set(names))}"
 
 
-def test_an_installed_copy_has_every_exercise_its_solutions_and_no_authoring_kit(wheel: Path, tmp_path: Path) -> None:
+def test_an_installed_copy_has_every_exercise_its_solutions_its_figures_and_no_authoring_kit(
+    wheel: Path, tmp_path: Path
+) -> None:
     site = tmp_path / "site"
     installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
                                 str(wheel)], capture_output=True, text=True, timeout=300)
@@ -74,3 +84,6 @@ def test_an_installed_copy_has_every_exercise_its_solutions_and_no_authoring_kit
     assert sorted(report["ids"]) == sorted(recorded)
     assert recorded["head_weight_grad"]["source"] in report["last_hint"]
     assert report["authoring_importable"] is False
+    shipped = {name: [(FIGURE_IMAGES / f"{name}.{kind}").stat().st_size for kind in ("png", "svg")]
+               for name in report["figures"]}
+    assert report["figures"] == shipped and len(shipped) >= 3

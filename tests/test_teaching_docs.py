@@ -1,7 +1,7 @@
 """The teaching documents in docs/ stay true to torch and to the course.
 
 - cheatsheet.md quotes each error line exactly as torch raises it (reproduced live here), and its claims hold;
-- cheatsheet.html is built from the current cheatsheet.md, and prints on one A4 page;
+- cheatsheet.html is built from the current cheatsheet.md, and prints on one A4 sheet, both sides (two pages);
 - workshop.md names only sections and exercises that exist, covers every notebook and exercise, and its plans add up.
 """
 from __future__ import annotations
@@ -380,15 +380,28 @@ def print_to_pdf(browser: str, html: Path, out_dir: Path) -> bytes:
     return pdf.read_bytes()
 
 
-def test_cheatsheet_html_prints_on_exactly_one_a4_page(tmp_path: Path) -> None:
-    """Printed by Chromium, cheatsheet.html is one page: the handout never spills onto a second sheet."""
+def test_cheatsheet_html_prints_on_one_sheet_both_sides(tmp_path: Path) -> None:
+    """Printed by Chromium, cheatsheet.html is two pages: the tables on the front, the pictures on the back."""
     browser = chromium()
     if browser is None:
         if os.environ.get("CI"):
             pytest.fail("CI is set but /usr/bin/chromium is missing: install it to check the printed page")
         pytest.skip("no /usr/bin/chromium to print the cheat sheet with")
     pages = pdf_page_count(print_to_pdf(browser, DOCS / "cheatsheet.html", tmp_path))
-    assert pages == 1, f"the cheat sheet prints on {pages} pages; shorten docs/cheatsheet.md or tighten its CSS"
+    assert pages == 2, f"the cheat sheet prints on {pages} pages, not one sheet's two sides; shorten docs/cheatsheet.md"
+
+
+def test_cheatsheet_pictures_are_the_course_figures_inlined() -> None:
+    """Page 2 shows every figure the notebooks show, from the package's own files, inlined so the page stands alone."""
+    from helpers.course.figures import FIGURES, figure_path
+
+    text = CHEATSHEET.read_text(encoding="utf-8")
+    html = (DOCS / "cheatsheet.html").read_text(encoding="utf-8")
+    for name in FIGURES:
+        link = f"../helpers/course/figures/images/{name}.svg"
+        assert link in text and (DOCS / link).resolve() == figure_path(name, "svg"), name
+    assert html.count('src="data:image/svg+xml;base64,') == len(FIGURES)
+    assert '<h2 class="new-page">Pictures</h2>' in html
 
 
 # ---------------------------------------------------------------- workshop guide
@@ -420,9 +433,11 @@ def test_workshop_exercise_ids_exist_and_sit_in_their_notebooks() -> None:
     for number, line in enumerate(workshop_lines(), 1):
         notebooks = set(NOTEBOOK_ID.findall(line))
         for exercise_id in EXERCISE_MENTION.findall(line):
-            assert exercise_id in exercises(), f"line {number}: no exercise {exercise_id!r}; known: {sorted(exercises())}"
+            known = exercises()
+            assert exercise_id in known, f"line {number}: no exercise {exercise_id!r}; known: {sorted(known)}"
             if notebooks:
-                assert exercises()[exercise_id].notebook in notebooks, f"line {number}: {exercise_id} is not in {notebooks}"
+                notebook = known[exercise_id].notebook
+                assert notebook in notebooks, f"line {number}: {exercise_id} is not in {notebooks}"
             mentioned += 1
     assert mentioned >= len(exercises())
 

@@ -5,6 +5,7 @@
     params = named_parameters(G=generator, D=discriminator)
     diagnose(g_loss, params)                  # will backward() fail, and on which saved tensor?
     draw_saved_graph({"g_loss": g_loss}, {"G": fake}, params)
+    draw_module_graph({"g_loss": g_loss}, {"G": generator, "D": discriminator})   # one box per module call
 """
 from helpers.tools.anomaly import forward_trace
 from helpers.tools.diagnosis import Diagnosis, SilentChange, diagnose
@@ -12,7 +13,7 @@ from helpers.tools.errors import KINDS, ErrorKind, classify, get_kind, parse_ver
 from helpers.tools.expect import ErrorReport, expect_error
 from helpers.tools.fingerprint import ParameterRecord, record_parameters
 from helpers.tools.gradients import close, gradients_of, relative_error, same_gradients
-from helpers.tools.graph import draw_graph, graph_as_text, named_parameters
+from helpers.tools.graph import draw_graph, draw_module_graph, graph_as_text, named_parameters
 from helpers.tools.saved import (
     SavedTensor,
     State,
@@ -34,7 +35,7 @@ __all__ = [
     # the tensors a graph saved for backward: alive, freed or stale
     "saved_tensors", "saved_tensors_of", "graph_nodes", "count_states", "saved_bytes", "SavedTensor", "State",
     # pictures of the graph
-    "draw_graph", "draw_saved_graph", "named_parameters", "graph_as_text",
+    "draw_graph", "draw_module_graph", "draw_saved_graph", "named_parameters", "graph_as_text",
     # version counters over time, and where a failing node came from
     "VersionTimeline", "forward_trace",
     # proving a gradient: compare it with a reference

@@ -46,7 +46,8 @@ def table_html(rows: Sequence[Tuple[str, str]]) -> str:
 
 def pre_html(text: str) -> str:
     """Preformatted, wrapped, escaped text."""
-    return f'<pre style="white-space:pre-wrap;word-break:normal;overflow-wrap:break-word;margin:4px 0">{html.escape(text)}</pre>'
+    style = "white-space:pre-wrap;word-break:normal;overflow-wrap:break-word;margin:4px 0"
+    return f'<pre style="{style}">{html.escape(text)}</pre>'
 
 
 class SourceCode:

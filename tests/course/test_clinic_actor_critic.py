@@ -1,5 +1,6 @@
-"""Notebook 06, case 2 (helpers.course.lesson06_bug_clinic.actor_critic): the broken step really fails, the silent bugs really differ
-from the reference, and the reference step really steps each parameter once with the right gradient."""
+"""Notebook 06, case 2 (helpers.course.lesson06_bug_clinic.actor_critic): the broken step really fails, the silent
+bugs really differ from the reference, and the reference step really steps each parameter once with the right
+gradient; and the exercise's A2C checker (actor_critic_exercise)."""
 import pytest
 import torch
 
@@ -129,7 +130,8 @@ def test_two_optimizers_move_the_trunk_twice_as_far_even_with_a_detached_advanta
     reference_model = make_actor_critic(seed=0)
     reference_step(reference_model, torch.optim.Adam(reference_model.parameters(), lr=actor_opt.defaults["lr"]),
                    states, actions, returns)
-    assert change_of(model, initial, "trunk") / change_of(reference_model, initial, "trunk") == pytest.approx(2, rel=0.02)
+    ratio = change_of(model, initial, "trunk") / change_of(reference_model, initial, "trunk")
+    assert ratio == pytest.approx(2, rel=0.02)
     for head in ("actor", "critic"):   # each head is in one optimizer: it moves as far as in the reference
         assert change_of(model, initial, head) == pytest.approx(change_of(reference_model, initial, head), rel=1e-3)
 
@@ -148,3 +150,41 @@ def test_reference_gradients_leave_grad_untouched():
     model, _, _, states, actions, returns = setup()
     reference_gradients(model, states, actions, returns)
     assert all(p.grad is None for p in model.parameters())
+
+
+# The exercise: the A2C update with three optimizers (helpers.course.lesson06_bug_clinic.actor_critic_exercise)
+def test_the_entropy_bonus_reaches_the_actor_head_and_the_trunk_never_the_critic_head():
+    from helpers.course.lesson06_bug_clinic.actor_critic_exercise import term_gradients
+
+    model, _, _, states, actions, returns = setup()
+    terms = term_gradients(model, states, actions, returns)
+    assert relative_error(terms["entropy"], {k: torch.ones_like(v) for k, v in terms["entropy"].items()}, "actor") > 0
+    assert all(not bool(terms["entropy"][name].abs().sum()) for name in terms["entropy"] if name.startswith("critic"))
+    assert all(not bool(terms["leak"][name].abs().sum()) for name in terms["leak"] if name.startswith("actor"))
+    assert any(bool(terms["leak"][name].abs().sum()) for name in terms["leak"] if name.startswith("critic"))
+
+
+@pytest.mark.parametrize("part", ["trunk", "actor", "critic"])
+def test_the_fit_recovers_the_weight_each_term_got(part):
+    from helpers.course.lesson06_bug_clinic.actor_critic_exercise import fit, term_gradients
+
+    model, _, _, states, actions, returns = setup()
+    terms = term_gradients(model, states, actions, returns)
+    weights = {"actor": 0.7, "critic": 1.3, "entropy": -0.2, "leak": 1.0}
+    mixture = {name: sum(w * terms[term][name] for term, w in weights.items()) for name in terms["actor"]}
+    got = fit(mixture, terms, part)
+    for term, weight in weights.items():
+        if any(bool(terms[term][name].abs().sum()) for name in terms[term] if name.startswith(part)):
+            assert got[term] == pytest.approx(weight, rel=1e-4), term
+    noise = {name: torch.randn_like(g) for name, g in mixture.items()}
+    assert fit(noise, terms, part) is None
+
+
+def test_the_a2c_checker_varies_coefficients_and_optimizer_kinds():
+    from helpers.course.lesson06_bug_clinic.actor_critic_exercise import SESSIONS
+
+    assert len({(s.value_coef, s.entropy_coef) for s in SESSIONS}) == len(SESSIONS)
+    assert all(s.value_coef != 1 for s in SESSIONS), "a forgotten value_coef must show"
+    kinds = {kind for s in SESSIONS for kind in s.kinds.values()}
+    assert {"SGD", "AdamW"} <= kinds and any("fused" in kind for kind in kinds)
+    assert {s.refill_in_place for s in SESSIONS} == {True, False}

@@ -1,9 +1,9 @@
-"""Notebook 06, case 4 (distillation): the models, the reference step, and the failures the notebook shows."""
+"""Notebook 07, case 1 (distillation): the models, the reference step, and the failures the notebook shows."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.course.lesson06_bug_clinic.distillation import (
+from helpers.course.lesson07_bug_clinic_continued.distillation import (
     ALPHA,
     TEMPERATURE,
     changed_entries,
@@ -20,7 +20,7 @@ from helpers.course.lesson06_bug_clinic.distillation import (
     snapshot,
     soft_loss,
 )
-from helpers.course.lesson06_bug_clinic.distillation_exercise import _coefficient_problem, _fit
+from helpers.course.lesson07_bug_clinic_continued.distillation_exercise import _coefficient_problem, _fit
 from helpers.tools.errors import classify
 from helpers.tools.graph import named_parameters
 

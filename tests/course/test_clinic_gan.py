@@ -1,4 +1,5 @@
-"""helpers.course.lesson06_bug_clinic.gan: the GAN case's models, reference step, recording and the claims notebook 06 makes."""
+"""helpers.course.lesson06_bug_clinic.gan: the GAN case's models, reference step, recording and the claims notebook 06
+makes; and the exercise's G-first step (gan_exercise)."""
 import pytest
 import torch
 
@@ -45,7 +46,8 @@ def test_the_step_as_people_write_it_raises_error_1_at_the_g_step():
     generator, discriminator = make_gan(0)
     real, noise = make_batch(0)
     log = []
-    opt_g, opt_d = RecordingSGD(generator.parameters(), name="G", log=log), RecordingSGD(discriminator.parameters(), name="D", log=log)
+    opt_g = RecordingSGD(generator.parameters(), name="G", log=log)
+    opt_d = RecordingSGD(discriminator.parameters(), name="D", log=log)
     with pytest.raises(RuntimeError) as raised:
         gan_step_as_people_write_it(generator, discriminator, opt_g, opt_d, real, noise)
     assert KINDS["backward-twice"].matches(raised.value)
@@ -88,7 +90,8 @@ def test_retain_graph_gives_g_the_reference_gradient_but_runs_d_loss_backward_th
 def test_retain_graph_with_zero_grad_first_trains_g_on_g_loss_plus_d_loss():
     record = record_step(gan_step_retain_graph_zero_grad_first)
     assert record.matches_reference("D") and not record.matches_reference("G")
-    assert same_gradients(record.grads["G"], [g + d for g, d in zip(record.reference["G"], record.reference["d_loss->G"])])
+    with_d_loss = [g + d for g, d in zip(record.reference["G"], record.reference["d_loss->G"])]
+    assert same_gradients(record.grads["G"], with_d_loss)
 
 
 def test_retain_graph_keeps_d_loss_saved_tensors_alive_after_the_step():
@@ -132,3 +135,35 @@ def test_record_step_runs_on_the_chosen_device():
     record = record_step(reference_gan_step, device=device)
     assert record.grads["G"][0].device.type == device.type
     assert record.matches_reference("G")
+
+
+# The exercise: the G-first step (helpers.course.lesson06_bug_clinic.gan_exercise)
+def test_in_the_g_first_order_g_loss_backward_writes_into_d_grad():
+    """What the exercise hinges on: G's backward passes through D, so D's .grad is not empty before D's step."""
+    from helpers.course.lesson06_bug_clinic.gan_exercise import candidate_gradients
+
+    generator, discriminator = make_gan(0)
+    real, noise = make_batch(0)
+    cand = candidate_gradients(generator, discriminator, real, noise)
+    generator_loss(discriminator(generator(noise))).backward()
+    assert same_gradients([p.grad for p in discriminator.parameters()], cand["g_loss->D"])
+    assert relative_error(cand["g_loss->D"], [torch.zeros_like(g) for g in cand["D"]]) > 0
+    assert not same_gradients(cand["D"], [d + g for d, g in zip(cand["D"], cand["g_loss->D"])])
+
+
+def test_the_g_first_checker_varies_optimizer_kinds_and_how_data_arrives():
+    from helpers.course.lesson06_bug_clinic.gan_exercise import SESSIONS
+
+    kinds = {kind for session in SESSIONS for kind in (session.kind_g, session.kind_d)}
+    assert {"SGD", "AdamW"} <= kinds and any("Adam" in kind for kind in kinds) and any("fused" in k for k in kinds)
+    assert {session.refill_in_place for session in SESSIONS} == {True, False}
+    assert len({session.seed for session in SESSIONS}) == len(SESSIONS)
+
+
+def test_the_g_first_checker_leaves_the_global_rng_and_grad_mode_alone():
+    from helpers import exercises
+    from tests.course.clinic_answers.casea_gan import g_first_zero_d_after_g_backward
+
+    state = torch.random.get_rng_state()
+    assert exercises.evaluate("gan_step", g_first_zero_d_after_g_backward).passed
+    assert torch.equal(torch.random.get_rng_state(), state) and torch.is_grad_enabled()

@@ -1,19 +1,27 @@
-"""Notebook 06, case 6: the in-place ReLU really breaks backward, and the reference really is the right fix."""
+"""Notebook 07, case 3: the in-place ReLU really breaks backward, and the reference really is the right fix."""
+import inspect
+import textwrap
+
+import nbformat
 import pytest
 import torch
 
 from helpers.course.exercises.compare import same_gradients
-from helpers.course.lesson06_bug_clinic.inplace_activation import (
+from helpers.course.lesson07_bug_clinic_continued.inplace_activation import (
     BATCH,
     WIDTH,
+    ResidualHead,
     make_batch,
     make_multitask,
+    make_residual_multitask,
     multitask_parameters,
     reference_forward,
     reference_gradients,
+    residual_reference_forward,
     task_losses,
 )
 from helpers.tools.errors import KINDS, parse_version_error
+from tests.paths import ROOT
 
 
 def as_written(encoder, cls_head, reg_head, x):
@@ -75,3 +83,40 @@ def test_reading_h_through_data_is_silent_and_gives_the_classifier_a_wrong_gradi
     l_cls, l_reg = task_losses(cls_head(h), reg_head(h.data), labels, targets)
     (l_cls + l_reg).backward()
     assert not same_gradients([cls_head.weight.grad], [expected["cls_head.weight"]])
+
+
+# The exercise's variant: the regression head is a residual block that writes += and relu_() itself.
+def test_the_residual_head_raises_error_2_even_on_its_own_copy_of_h():
+    for give in (lambda h: h, lambda h: h.clone()):
+        encoder, cls_head, reg_head = make_residual_multitask()
+        x, labels, targets = make_batch()
+        h = encoder(x)
+        l_cls, l_reg = task_losses(cls_head(h), reg_head(give(h)), labels, targets)
+        with pytest.raises(RuntimeError) as caught:
+            (l_cls + l_reg).backward()
+        assert KINDS["inplace-version"].matches(caught.value)
+        details = parse_version_error(str(caught.value))
+        assert details.shape == (BATCH, WIDTH) and (details.version_expected, details.version_now) == (0, 2)
+
+
+def test_the_residual_reference_computes_what_the_in_place_head_computes():
+    models = make_residual_multitask(seed=5)
+    x, labels, targets = make_batch(seed=5)
+    with torch.no_grad():
+        h = models[0](x)
+        as_written = (models[1](h), models[2](h))
+        right = residual_reference_forward(*models, x)
+    assert all(torch.equal(a, b) for a, b in zip(as_written, right))
+    grads = reference_gradients(models, x, labels, targets, forward=residual_reference_forward)
+    assert {"reg_head.fc.weight", "reg_head.out.weight", "x"} <= set(grads)
+    assert all(p.grad is None for p in multitask_parameters(*models).values())
+
+
+def test_the_exercise_intro_shows_the_residual_heads_real_forward():
+    cells = nbformat.read(str(ROOT / "solutions" / "07_bug_clinic_continued.ipynb"), as_version=4).cells
+    intro = next(c.source for c in cells
+                 if c.cell_type == "markdown" and c.source.startswith("### Exercise: `fixed_forward`"))
+    body = textwrap.dedent(inspect.getsource(ResidualHead.forward)).splitlines()[1:]  # the lines after `def`
+    shown = [line.split("#")[0].strip() for line in intro.splitlines()]
+    for line in body:
+        assert line.split("#")[0].strip() in shown, line

@@ -1,9 +1,10 @@
-"""Case 5 of the bug clinic: the broken step really fails, the tempting fixes really go wrong, the reference is right."""
+"""Notebook 07, case 2 (multi-task heads on one trunk): the broken step really fails, the tempting fixes really go
+wrong, the reference is right, and the exercise's checker takes a wrong gradient apart."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.course.lesson06_bug_clinic.multitask import (
+from helpers.course.lesson07_bug_clinic_continued.multitask import (
     CLASSES,
     HIDDEN,
     StepLog,
@@ -136,3 +137,15 @@ def test_relative_error():
     expected = [torch.tensor([3.0, 4.0])]
     assert relative_error(expected, expected) == 0.0
     assert relative_error([torch.tensor([3.0, 0.0])], expected) == pytest.approx(0.8)
+
+
+def test_the_checker_names_what_the_trunks_task_coefficients_mean():
+    from helpers.course.lesson07_bug_clinic_continued.multitask_exercise import _mix_problem, _task_mix
+
+    task_a, task_b = [torch.randn(3, 4), torch.randn(4)], [torch.randn(3, 4), torch.randn(4)]
+    mix = _task_mix([0.3 * a + 2.0 * b for a, b in zip(task_a, task_b)], task_a, task_b)
+    assert mix is not None and abs(mix[0] - 0.3) < 1e-4 and abs(mix[1] - 2.0) < 1e-4
+    assert "task weights are missing" in _mix_problem(1.0, 1.0, 0.3, 2.0)
+    assert "swapped" in _mix_problem(2.0, 0.3, 0.3, 2.0)
+    assert "applied twice" in _mix_problem(0.09, 4.0, 0.3, 2.0)
+    assert "loss_b never reached the trunk" in _mix_problem(0.3, 0.0, 0.3, 2.0)

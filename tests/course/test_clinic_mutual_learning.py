@@ -1,4 +1,5 @@
-"""helpers.course.lesson06_bug_clinic.mutual_learning: the broken step fails, the tempting fixes mislead, the reference is right."""
+"""helpers.course.lesson06_bug_clinic.mutual_learning: the broken step fails, the tempting fixes mislead, the reference
+is right; and the exercise's K-peer checker (mutual_learning_exercise)."""
 import itertools
 
 import pytest
@@ -122,3 +123,49 @@ def test_received_names_something_else_for_a_foreign_gradient():
     peer1, peer2 = make_peers()
     candidates = candidate_gradients(peer1, peer2, x, y)
     assert received([2 * g for g in candidates[REFERENCE][0]], candidates, 0) == "something else"
+
+
+# The exercise: K peers (helpers.course.lesson06_bug_clinic.mutual_learning_exercise)
+def test_with_two_peers_the_sum_and_the_mean_over_the_others_agree_so_the_checker_also_uses_three():
+    from helpers.course.lesson06_bug_clinic.mutual_learning import make_peer
+    from helpers.course.lesson06_bug_clinic.mutual_learning_exercise import (
+        SESSIONS,
+        candidate_gradients,
+    )
+
+    assert {len(session.kinds) for session in SESSIONS} == {2, 3}
+    x, y = make_batch()
+    for k in (2, 3):
+        cand = candidate_gradients([make_peer(seed) for seed in range(k)], x, y)
+        summed = [c + sum(cand["kl"][0][j][n] for j in range(1, k)) for n, c in enumerate(cand["ce"][0])]
+        assert same_gradients(summed, cand["right"][0]) == (k == 2)
+
+
+def test_the_k_peer_reference_for_two_peers_is_the_worked_fix_reference():
+    from helpers.course.lesson06_bug_clinic.mutual_learning_exercise import (
+        candidate_gradients as k_peer_candidates,
+    )
+
+    x, y = make_batch()
+    peer1, peer2 = make_peers()
+    cand = k_peer_candidates([peer1, peer2], x, y)
+    expected = reference_gradients(peer1, peer2, x, y)
+    assert same_gradients(cand["right"][0], expected[0]) and same_gradients(cand["right"][1], expected[1])
+    two = candidate_gradients(peer1, peer2, x, y)
+    assert same_gradients(cand["mixed"][0], two[MIXED][0]) and same_gradients(cand["reversed"][1], two[REVERSED_KL][1])
+
+
+def test_the_fit_names_the_weight_of_each_other_peer():
+    from helpers.course.lesson06_bug_clinic.mutual_learning import make_peer
+    from helpers.course.lesson06_bug_clinic.mutual_learning_exercise import (
+        candidate_gradients,
+        fit,
+    )
+
+    x, y = make_batch()
+    cand = candidate_gradients([make_peer(seed) for seed in range(3)], x, y)
+    mixture = [c + 0.25 * a + 2.0 * b for c, a, b in zip(cand["ce"][1], cand["kl"][1][0], cand["kl"][1][2])]
+    weights = fit(mixture, cand, 1)
+    assert weights["ce"] == pytest.approx(1) and weights[0] == pytest.approx(0.25, rel=1e-4)
+    assert weights[2] == pytest.approx(2.0, rel=1e-4)
+    assert fit(cand["reversed"][1], cand, 1) is None

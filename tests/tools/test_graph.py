@@ -18,8 +18,9 @@ def losses_and_params():
 @pytest.mark.skipif(not graph.dot_available(), reason="graphviz dot is not installed")
 def test_draws_svg_with_parameter_names(losses_and_params):
     losses, params = losses_and_params
-    bundle = draw_graph(losses, params)._repr_mimebundle_()
+    bundle, metadata = draw_graph(losses, params)._repr_mimebundle_()
     assert "image/svg+xml" in bundle and "M1.2.weight" in bundle["image/svg+xml"]
+    assert metadata == {"image/svg+xml": {"unconfined": True}}
 
 
 def test_text_form_names_every_parameter_once(losses_and_params):

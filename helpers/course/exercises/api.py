@@ -6,9 +6,9 @@ from typing import Any, List, Optional
 
 from helpers.course.exercises.guard import LearnerError, NotAttempted, is_unanswered
 from helpers.course.exercises.hints import make_hint
+from helpers.course.exercises.progress import NotebookSummary, make_summary, record
 from helpers.course.exercises.registry import exercises, get_exercise
 from helpers.course.exercises.result import CheckResult, failed, not_attempted
-from helpers.course.exercises.progress import NotebookSummary, make_summary, record
 
 STRICT_VARIABLE = "COURSE_STRICT"
 

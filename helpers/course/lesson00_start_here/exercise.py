@@ -1,7 +1,7 @@
 """Exercise of notebook 00: the gradient of one loss with respect to the head's weight."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 
@@ -14,18 +14,22 @@ from helpers.course.exercises.compare import (
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed
+from helpers.course.exercises.step_watch import Snapshot, changed, fill_in_place, snapshot
+from helpers.course.exercises.untouched import grad_change, held_grads, put_grads, settings, settings_change
 from helpers.course.models import BATCH, make_model, make_regression_batch
 
 EXERCISE_ID = "head_weight_grad"
 
 HINTS = (
     "What a right answer looks like: a tensor shaped like the head's weight, [1, 64], equal to what "
-    "torch.autograd.grad gives - and the same answer when your function is called twice.",
-    "The usual wrong answers come from two things: .backward() adds into .grad, so a second call on the same model "
-    "doubles the result unless you clear it; and the loss is a mean, not a sum.",
+    "torch.autograd.grad gives, on every call, for every batch and model - and model[-1].weight.grad (every "
+    ".grad) exactly as it was before your call.",
+    "The usual wrong answers come from three things: .backward() adds into .grad (and zero_grad() wipes it), so it "
+    "changes what the caller had accumulated there; an answer remembered from an earlier call is wrong for new data; "
+    "and the loss is a mean, not a sum.",
     "Compute the loss as the mean of the squared differences, then ask torch.autograd.grad for its gradient "
-    "with respect to the head's weight (the last layer's weight): it returns a tuple with one tensor. With "
-    ".backward() instead, clear the old gradient first and return a copy of .grad.",
+    "with respect to the head's weight (the last layer's weight): it returns a tuple with one tensor, and it leaves "
+    ".grad alone. Compute it afresh on every call.",
 )
 
 
@@ -60,23 +64,64 @@ def _diagnose(result: Any, expected: torch.Tensor, call: str) -> str:
             f"{max_difference(result, expected):.3g}. Is the loss exactly ((model(x) - target) ** 2).mean()?")
 
 
-def check_head_weight_grad(head_weight_grad: Callable[..., Any]) -> CheckResult:
-    """Call the learner's ``head_weight_grad(model, x, target)`` twice on a fresh model and compare."""
-    model = make_model(seed=7)
+def _parameter_names(model: torch.nn.Module) -> List[str]:
+    """``0.weight`` -> ``model[0].weight``: the names a learner writes."""
+    return [f"model[{name.split('.')[0]}].{name.split('.', 1)[1]}" for name, _ in model.named_parameters()]
+
+
+def _calls() -> List[Tuple[str, torch.nn.Module, torch.Tensor, torch.Tensor]]:
+    """(which call, model, x, target): two batches on one model - the second written into the same tensors, as a
+    data loader refilling its buffer does - then another model."""
+    model, other = make_model(seed=7), make_model(seed=8)
     x, target = make_regression_batch(seed=7)
-    expected = _reference(model, x, target)
-    weights_before = [p.detach().clone() for p in model.parameters()]
-    inputs_before = (x.clone(), target.clone())
-    for call in ("first", "second"):
+    return [("first", model, x, target), ("second", model, x, target), ("third", other, x, target)]
+
+
+def _state_problem(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor, weights: List[torch.Tensor],
+                   grads: list, before: Snapshot, global_settings: tuple) -> Optional[str]:
+    """What the call changed that it should have left alone, or None."""
+    if any(not torch.equal(p.detach(), w) for p, w in zip(model.parameters(), weights)):
+        return ("Your function changed the model's parameters. It should only compute a gradient, not take an "
+                "optimizer step.")
+    problem = settings_change(global_settings) or changed(before, {"x": x, "target": target}, {"the model": model}, {})
+    if problem is not None:
+        return f"Your function {problem}."
+    problem = grad_change(_parameter_names(model), list(model.parameters()), grads)
+    if problem is not None:
+        return (f"Your function {problem}. The checker had put gradients there, as a training loop in the middle of "
+                "accumulating would, and your function must leave them as they were. .backward() adds into .grad "
+                "(and zero_grad() wipes it): torch.autograd.grad returns the gradient and leaves .grad alone.")
+    return None
+
+
+def check_head_weight_grad(head_weight_grad: Callable[..., Any]) -> CheckResult:
+    """Call the learner's ``head_weight_grad(model, x, target)`` three times - two batches on one model, then
+    another model - with gradients already in ``.grad``, and compare each answer with torch.autograd.grad."""
+    earlier: List[Tuple[str, torch.Tensor]] = []
+    for index, (call, model, x, target) in enumerate(_calls()):
+        if index:
+            fill_in_place((x, target), make_regression_batch(seed=7 + index))
+        expected = _reference(model, x, target)
+        grads = put_grads(list(model.parameters()), seed=70 + index) if index != 1 else held_grads(
+            list(model.parameters()))
+        weights = [p.detach().clone() for p in model.parameters()]
+        before, global_settings = snapshot({"x": x, "target": target}, {"the model": model}, {}), settings()
         result = run_learner(f"Your function ({call} call)", head_weight_grad, model, x, target)
-        if any(not torch.equal(p, before) for p, before in zip(model.parameters(), weights_before)):
-            return failed(EXERCISE_ID, "Your function changed the model's parameters. "
-                                       "It should only compute a gradient, not take an optimizer step.")
-        if not (torch.equal(x, inputs_before[0]) and torch.equal(target, inputs_before[1])):
-            return failed(EXERCISE_ID, "Your function changed x or target in place. Leave the inputs as they are.")
+        problem = _state_problem(model, x, target, weights, grads, before, global_settings)
+        if problem is not None:
+            return failed(EXERCISE_ID, f"On the {call} call: {problem}")
         if not (isinstance(result, torch.Tensor) and result.shape == expected.shape and close(result, expected)):
+            for earlier_call, earlier_expected in earlier:
+                same_shape = isinstance(result, torch.Tensor) and result.shape == expected.shape
+                if same_shape and close(result, earlier_expected):
+                    return failed(EXERCISE_ID, f"On the {call} call ({'new data' if index == 1 else 'another model'})"
+                                               f", your function returned the gradient of the {earlier_call} call. "
+                                               "It remembers an earlier call (a cache, a global, a default argument, "
+                                               "a function attribute): compute from the arguments of each call.")
             return failed(EXERCISE_ID, _diagnose(result, expected, call))
-    return passed(EXERCISE_ID, "Your gradient matches torch.autograd.grad, and calling twice gives the same answer.")
+        earlier.append((call, expected))
+    return passed(EXERCISE_ID, "Your gradient matches torch.autograd.grad on two batches and on a second model, and "
+                               "your function left .grad, the model and the inputs as it found them.")
 
 
 EXERCISE = Exercise(

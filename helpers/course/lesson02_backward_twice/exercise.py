@@ -1,7 +1,7 @@
 """Exercise of notebook 02: each loss's gradient for its own model, with torch.autograd.grad."""
 from __future__ import annotations
 
-from typing import Any, Callable, List, Sequence
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -9,18 +9,23 @@ from helpers.course.exercises.compare import close
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import LearnerError, run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed
+from helpers.course.exercises.step_watch import changed, fill_in_place, snapshot
+from helpers.course.exercises.untouched import grad_change, put_grads, settings, settings_change
 from helpers.course.models import make_inputs, make_two_models, two_losses
+from helpers.tools import count_states, named_parameters, saved_tensors
 from helpers.tools.errors import KINDS
 
 EXERCISE_ID = "two_grads"
 
 HINTS = (
-    "A right answer returns two tuples: the gradients of L1 for M1's parameters, and of L2 for M2's, "
-    "without error 1 on the second call.",
-    "Both losses share the graph of the shared term (and of both models). The first autograd.grad call frees "
-    "the saved tensors of everything it passes through, so the second call finds them gone.",
-    "Two calls to torch.autograd.grad, one per loss, each asking only for its own model's parameters. The "
-    "first one must keep the graph (retain_graph=True): the second walks the shared part again.",
+    "A right answer returns two tuples - the gradients of l1 for params1 and of l2 for params2 - without error 1, "
+    "leaves every .grad as it was, and leaves the graph whole: the caller's own backward afterwards still runs.",
+    "Both losses share the graph of the shared term (and of both models). Each autograd.grad call frees the saved "
+    "tensors of everything it passes through unless told to keep them - and here your function is never the last "
+    "to walk the graph: the caller's backward comes after it.",
+    "Two calls to torch.autograd.grad, one per loss, each asking only for its own parameters. It takes the same "
+    "retain_graph flag as backward(); since the caller walks the graph again after you, none of your calls may "
+    "free it. autograd.grad returns the gradients and never touches .grad.",
 )
 
 
@@ -49,34 +54,86 @@ def _diagnose_model(grads: Sequence[Any], model: str, refs: dict) -> str:
     return f"{model}'s gradients differ from the reference computed with torch.autograd.grad({own.lower()}, ...)."
 
 
-def check_two_grads(two_grads: Callable[..., Any]) -> CheckResult:
-    """Call the learner's ``two_grads(l1, l2, params1, params2)`` on a fresh graph and compare."""
+def _cases() -> List[Tuple[str, Tuple[str, str], Any, Any]]:
+    """(description, (first loss, second loss) names, models, inputs): one pair of models for every case, new data
+    written into the same input tensors, and the losses in both orders."""
     m1, m2 = make_two_models(seed=21)
     x1, x2 = make_inputs(seed=21)
+    return [("L1 for M1, L2 for M2", ("L1", "L2"), (m1, m2), (x1, x2)),
+            ("L1 for M1, L2 for M2 on new data", ("L1", "L2"), (m1, m2), (x1, x2)),
+            ("L2 for M2, L1 for M1 (the other order, new data)", ("L2", "L1"), (m1, m2), (x1, x2))]
+
+
+def _run_case(two_grads: Callable[..., Any], index: int, order: Tuple[str, str], models: Any,
+              inputs: Any, earlier: List[dict]) -> Optional[str]:
+    """One call of the learner's function; the diagnosis, or None when right."""
+    m1, m2 = models
+    if index:
+        fill_in_place(inputs, make_inputs(seed=21 + index))
+    x1, x2 = inputs
+    p = {"M1": list(m1.parameters()), "M2": list(m2.parameters())}
     l1, l2 = two_losses(m1(x1), m2(x2))
-    p1, p2 = list(m1.parameters()), list(m2.parameters())
-    refs = {"l1_m1": _grads(l1, p1), "l2_m2": _grads(l2, p2), "l2_m1": _grads(l2, p1), "l1_m2": _grads(l1, p2),
-            "sum_m1": _grads(l1 + l2, p1), "sum_m2": _grads(l1 + l2, p2)}
-    # a fresh graph for the learner, so nothing we did can hide or cause their error 1
-    l1, l2 = two_losses(m1(x1), m2(x2))
+    refs = {f"{loss.lower()}_m{model[-1]}": _grads(value, p[model]) for loss, value in (("L1", l1), ("L2", l2))
+            for model in ("M1", "M2")}
+    refs.update({f"sum_m{model[-1]}": _grads(l1 + l2, p[model]) for model in ("M1", "M2")})
+    first, second = order
+    owner = {"L1": "M1", "L2": "M2"}
+    losses = {"L1": l1, "L2": l2}
+    names = [f"{model}.{name}" for model, net in (("M1", m1), ("M2", m2)) for name, _ in net.named_parameters()]
+    all_params = p["M1"] + p["M2"]
+    grads_before = put_grads(all_params, seed=200 + index)
+    states = count_states(saved_tensors((l1, l2), named_parameters(M1=m1, M2=m2)))
+    before, global_settings = snapshot({"x1": x1, "x2": x2}, {"M1": m1, "M2": m2}, {}), settings()
     try:
-        result = run_learner("Your function", two_grads, l1, l2, p1, p2)
+        result = run_learner("Your function", two_grads, losses[first], losses[second], p[owner[first]],
+                             p[owner[second]])
     except LearnerError as error:
         if error.__cause__ is not None and KINDS["backward-twice"].matches(error.__cause__):
             raise LearnerError(error.diagnosis + " - the first call freed the graph both losses share: pass "
                                                  "retain_graph=True to it.") from error.__cause__
         raise
+    problem = settings_change(global_settings)  # first: it also puts the settings back
+    if problem is not None:
+        return f"your function {problem}."
+    problem = grad_change(names, all_params, grads_before)
+    if problem is not None:
+        return (f"your function {problem}. The caller had gradients there; backward() adds into .grad. "
+                "torch.autograd.grad returns the gradients and leaves .grad alone.")
+    problem = changed(before, {"x1": x1, "x2": x2}, {"M1": m1, "M2": m2}, {})
+    if problem is not None:
+        return f"your function {problem}."
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        return failed(EXERCISE_ID, "Return a pair: (gradients of L1 for params1, gradients of L2 for params2).")
-    grads1, grads2 = (list(g) if isinstance(g, (tuple, list)) else [g] for g in result)
-    if len(grads1) != len(p1) or len(grads2) != len(p2):
-        return failed(EXERCISE_ID, f"Return one gradient per parameter: {len(p1)} for M1 and {len(p2)} for M2; "
-                                   f"you returned {len(grads1)} and {len(grads2)}.")
-    if not _same(grads1, refs["l1_m1"]):
-        return failed(EXERCISE_ID, _diagnose_model(grads1, "M1", refs))
-    if not _same(grads2, refs["l2_m2"]):
-        return failed(EXERCISE_ID, _diagnose_model(grads2, "M2", refs))
-    return passed(EXERCISE_ID, "Each model got exactly its own loss's gradient, and no error 1.")
+        return "return a pair: (gradients of the first loss for the first parameters, of the second for the second)."
+    grads = [list(g) if isinstance(g, (tuple, list)) else [g] for g in result]
+    for position, (loss, got) in enumerate(zip(order, grads)):
+        model = owner[loss]
+        if len(got) != len(p[model]):
+            return (f"return one gradient per parameter: {len(p[model])} for {model}; your answer's "
+                    f"{'first' if position == 0 else 'second'} part has {len(got)}.")
+        if not _same(got, refs[f"{loss.lower()}_m{model[-1]}"]):
+            if any(_same(got, old.get(f"{loss.lower()}_m{model[-1]}", [])) for old in earlier):
+                return (f"{model}'s gradients are those of an earlier call, not of this one's losses: your function "
+                        "remembers an earlier call (a cache, a global, a default argument). Differentiate the losses "
+                        "it is given, every time.")
+            return _diagnose_model(got, model, refs)
+    if count_states(saved_tensors((l1, l2), named_parameters(M1=m1, M2=m2))) != states:
+        return ("the gradients are right, but your function freed the graph: the caller's own backward "
+                "afterwards raises error 1 (its last autograd.grad call ran without retain_graph=True). The caller "
+                "walks the graph after you, so keep it on every call.")
+    earlier.append(refs)
+    return None
+
+
+def check_two_grads(two_grads: Callable[..., Any]) -> CheckResult:
+    """Call the learner's ``two_grads(la, lb, params_a, params_b)`` three times on one pair of models (new data,
+    the losses in both orders); compare, and check the graph and .grad are left for the caller."""
+    earlier: List[dict] = []
+    for index, (description, order, models, inputs) in enumerate(_cases()):
+        diagnosis = _run_case(two_grads, index, order, models, inputs, earlier)
+        if diagnosis is not None:
+            return failed(EXERCISE_ID, f"With {description}: {diagnosis}")
+    return passed(EXERCISE_ID, "Each model got exactly its own loss's gradient, in both orders, without error 1, "
+                               "with .grad untouched and the graph still whole for the caller's backward.")
 
 
 EXERCISE = Exercise(

@@ -1,38 +1,48 @@
-"""Exercise of notebook 03: how many times does one optimizer step bump a parameter's version?"""
+"""Exercise of notebook 03: how many times does one optimizer step bump a parameter's version - with weight decay,
+and without?"""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List, Tuple
 
 import torch
 
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed
+from helpers.course.exercises.untouched import settings, settings_change
 
 EXERCISE_ID = "bumps_per_step"
+DECAY = 0.01  # the weight decay of the first measurement; the second has none
 
 HINTS = (
-    "A right answer returns an int that your code measured. The checker tries several optimizers, and they do "
-    "not all bump the version the same number of times per step.",
-    "Every in-place change adds 1 to tensor._version. An optimizer skips parameters whose .grad is None, and "
-    "nn.Linear's initialisation already bumped its weight once.",
-    "Make a parameter of your own and give it a gradient (an optimizer skips parameters without one), build "
-    "the optimizer on it, read _version before and after one step(), and return the difference.",
+    "A right answer returns a pair of ints that your code measured: the bumps of one step with weight decay, then "
+    "without. The checker tries several optimizers; they differ, and for some the two numbers differ too.",
+    "Every in-place change adds 1 to tensor._version, and an optimizer may change a parameter in place more than "
+    "once per step: decoupled weight decay is one more change. An optimizer skips parameters whose .grad is None.",
+    "Measure twice, once per weight-decay setting: each time make a parameter of your own, give it a gradient, "
+    "build the optimizer on it with make_optimizer (passing that weight decay), read _version before and after one "
+    "step(), and keep the difference. Measure on every call: do not reuse an answer.",
 )
 
+Factory = Callable[..., torch.optim.Optimizer]
 
-def optimizer_factories() -> Dict[str, Callable[[Any], torch.optim.Optimizer]]:
-    """The optimizers the checker measures; fused AdamW on the CPU needs torch >= 2.4."""
+
+def optimizer_factories() -> Dict[str, Factory]:
+    """The optimizers the checker measures, as ``make_optimizer(params, weight_decay)``; the two AdamW of one class
+    differ (fused or not), so an answer remembered by class is wrong for one of them."""
     return {
-        "SGD(lr=0.1)": lambda params: torch.optim.SGD(params, lr=0.1),
-        "Adam()": lambda params: torch.optim.Adam(params),
-        "AdamW()": lambda params: torch.optim.AdamW(params),
-        "AdamW(fused=True)": lambda params: torch.optim.AdamW(params, fused=True),
+        "SGD(lr=0.1)": lambda params, weight_decay: torch.optim.SGD(params, lr=0.1, weight_decay=weight_decay),
+        "AdamW()": lambda params, weight_decay: torch.optim.AdamW(params, weight_decay=weight_decay),
+        "AdamW(fused=True)": lambda params, weight_decay: torch.optim.AdamW(params, weight_decay=weight_decay,
+                                                                            fused=True),
+        "Adam()": lambda params, weight_decay: torch.optim.Adam(params, weight_decay=weight_decay),
+        "SGD(momentum=0.9)": lambda params, weight_decay: torch.optim.SGD(params, lr=0.1, momentum=0.9,
+                                                                          weight_decay=weight_decay),
     }
 
 
 def measure_bumps(make_optimizer: Callable[[Any], torch.optim.Optimizer]) -> int:
-    """The reference: version change of a parameter with a gradient over one step."""
+    """The version change of a parameter with a gradient over one step of ``make_optimizer([param])``."""
     param = torch.nn.Parameter(torch.ones(4))
     param.grad = torch.ones(4)
     optimizer = make_optimizer([param])
@@ -41,37 +51,75 @@ def measure_bumps(make_optimizer: Callable[[Any], torch.optim.Optimizer]) -> int
     return param._version - before
 
 
-def _diagnose(results: Dict[str, int], expected: Dict[str, int]) -> str:
+def measure_pair(make_optimizer: Factory) -> Tuple[int, int]:
+    """The reference: (bumps with weight decay ``DECAY``, bumps without)."""
+    return (measure_bumps(lambda params: make_optimizer(params, weight_decay=DECAY)),
+            measure_bumps(lambda params: make_optimizer(params, weight_decay=0.0)))
+
+
+Pair = Tuple[int, int]
+
+
+def _diagnose(results: Dict[str, Pair], expected: Dict[str, Pair], order: List[str]) -> str:
     """Read the pattern across optimizers: the same mistake shows the same way in each."""
-    pairs = [(results[name], expected[name]) for name in expected]
-    if all(r == 0 for r, _ in pairs):
+    pairs = [(results[name], expected[name]) for name in results]
+    flat = [(r, e) for result, want in pairs for r, e in zip(result, want)]
+    if all(r == 0 for r, _ in flat):
         return ("You measured 0 for every optimizer. Did the parameter have a .grad (an optimizer skips parameters "
                 "whose grad is None)? And did you read _version of the parameter itself, not of .data or .grad?")
-    if all(r == e + 1 for r, e in pairs):
-        return ("You measured one bump too many for every optimizer: return the change in _version over the step, "
+    if all(r == e + 1 for r, e in flat):
+        return ("You measured one bump too many everywhere: return the change in _version over the step, "
                 "not the version itself (nn.Linear's init already bumped the weight once).")
-    if all(r == 2 * e for r, e in pairs):
-        return "You measured twice the bumps of one step for every optimizer: did you step twice?"
-    if len(set(results.values())) == 1:
-        return (f"You returned {pairs[0][0]} for every optimizer, but they differ "
-                f"({', '.join(f'{n}: {e}' for n, e in expected.items())}). Measure it on each.")
-    name = next(n for n in expected if results[n] != expected[n])
-    return f"For {name} one step bumps the version {expected[name]} time(s); you returned {results[name]}."
+    if all(r == 2 * e for r, e in flat):
+        return "You measured twice the bumps of one step everywhere: did you step twice?"
+    if all(result == (want[1], want[0]) for result, want in pairs):
+        return "Your pairs are the wrong way round: first the bumps with weight decay, then without."
+    for index, name in enumerate(order):
+        if results[name] != expected[name] and any(results[name] == results[old] for old in order[:index]):
+            old = next(old for old in order[:index] if results[name] == results[old])
+            return (f"For {name} you returned {results[name]}, exactly your answer for {old}, but one step of "
+                    f"{name} bumps {expected[name]}. Does your function remember an earlier answer (a cache keyed on "
+                    "the optimizer's class, a global, a default argument), or return fixed numbers? Measure on every "
+                    "call.")
+    mixed = [name for name in results if expected[name][0] != expected[name][1]]
+    if mixed and all(results[name][0] == results[name][1] for name in mixed):
+        name = mixed[0]
+        return (f"For {name} your two numbers are the same, {results[name]}, but with weight decay one step bumps "
+                f"{expected[name][0]} times and without {expected[name][1]}: did you pass weight_decay to "
+                "make_optimizer in each measurement?")
+    name = next(n for n in results if results[n] != expected[n])
+    return f"For {name} one step bumps {expected[name]} (with weight decay, without); you returned {results[name]}."
+
+
+def _as_pair(result: Any) -> Pair:
+    if not (isinstance(result, (tuple, list)) and len(result) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in result)):
+        raise TypeError(repr(result)[:80])
+    return int(result[0]), int(result[1])
 
 
 def check_bumps_per_step(bumps_per_step: Callable[..., Any]) -> CheckResult:
     """Call the learner's ``bumps_per_step(make_optimizer)`` for several optimizers and compare."""
-    expected, results = {}, {}
+    expected: Dict[str, Pair] = {}
+    results: Dict[str, Pair] = {}
+    order = list(optimizer_factories())
     for name, factory in optimizer_factories().items():
-        expected[name] = measure_bumps(factory)
+        expected[name] = measure_pair(factory)
+        global_settings = settings()
         result = run_learner(f"Your function (for {name})", bumps_per_step, factory)
-        if isinstance(result, bool) or not isinstance(result, int):
-            return failed(EXERCISE_ID, f"Return an int (the number of bumps); for {name} you returned {result!r}.")
-        results[name] = result
+        problem = settings_change(global_settings)
+        if problem is not None:
+            return failed(EXERCISE_ID, f"For {name}, your function {problem}: a measurement must leave global "
+                                       "settings as it found them.")
+        try:
+            results[name] = _as_pair(result)
+        except TypeError:
+            return failed(EXERCISE_ID, f"Return a pair of ints (bumps with weight decay, bumps without); for {name} "
+                                       f"you returned {result!r:.80}.")
     if results != expected:
-        return failed(EXERCISE_ID, _diagnose(results, expected))
-    measured = ", ".join(f"{name}: {count}" for name, count in expected.items())
-    return passed(EXERCISE_ID, f"Right for every optimizer tried - {measured}.")
+        return failed(EXERCISE_ID, _diagnose(results, expected, order))
+    measured = ", ".join(f"{name}: {pair}" for name, pair in expected.items())
+    return passed(EXERCISE_ID, f"Right for every optimizer tried (with weight decay, without) - {measured}.")
 
 
 EXERCISE = Exercise(

@@ -1,23 +1,41 @@
-"""Exercise of notebook 06, case 2: one actor-critic update on a network whose trunk both heads share.
+"""Exercise of notebook 06, case 2: the A2C update - an entropy bonus, a value coefficient, three optimizers.
 
-Fixed contract: ``actor_critic_step(model, optimizer, states, actions, returns)``; ``model(states)`` returns
-``(logits, value)`` and ``optimizer`` holds all of the model's parameters. One call: one update with the gradient of
-``actor_loss + critic_loss``, the advantage ``returns - value`` treated as a constant in the actor's loss.
-The checker steps the learner's function with an optimizer that records the gradient it is stepped with, and
-compares each part of the network (trunk, actor head, critic head) with plain-torch references.
+Fixed contract: ``actor_critic_step(model, opt_trunk, opt_actor, opt_critic, states, actions, returns,
+value_coef, entropy_coef) -> None``. ``model(states)`` returns ``(logits, value)``; ``opt_trunk``, ``opt_actor`` and
+``opt_critic`` hold the trunk's, the actor head's and the critic head's parameters (each parameter in exactly one).
+One call, from one forward pass:
+
+- ``actor_loss = -(log_prob * advantage).mean()``, ``advantage = returns - value`` a constant;
+- ``critic_loss = (returns - value).pow(2).mean()``;
+- ``entropy = Categorical(logits=logits).entropy().mean()``, NOT a constant: the bonus trains the actor head and
+  the trunk;
+- ``loss = actor_loss + value_coef * critic_loss - entropy_coef * entropy``; each optimizer steps exactly once with
+  the gradient of ``loss`` for its parameters, all taken at the weights the call started with.
+
+What has to transfer from the worked fix (one optimizer, ``actor_loss + critic_loss``): the detach belongs to the
+advantage only, not to the new entropy term; the coefficients weight the terms; three optimizers each step once,
+after every backward.
+
+The checker runs sessions of consecutive updates with other optimizer kinds per part, other coefficients and new
+data every step (fresh tensors, or the same tensors refilled in place), records the gradient each ``step()`` was
+given, and explains a wrong gradient by fitting it, part by part, as a combination of the terms' gradients:
+which coefficient each term really got, and whether the advantage leaked into the critic head.
 """
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Set
 
 import torch
 
-from helpers.course.exercises.compare import added, close, flattened, same_gradients, scale_factor
+from helpers.course.exercises import step_watch
+from helpers.course.exercises.compare import same_gradients
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import run_step
 from helpers.course.exercises.result import CheckResult, failed, passed
 from helpers.course.lesson06_bug_clinic.actor_critic import (
+    BATCH,
     ActorCritic,
     actor_critic_losses,
     gradients,
@@ -25,169 +43,292 @@ from helpers.course.lesson06_bug_clinic.actor_critic import (
     make_batch,
     part_of,
 )
-from helpers.course.recording import RecordingSGD
 
 EXERCISE_ID = "actor_critic_step"
 STEPS = 3
-SEED = 47
-LEARNING_RATE = 0.1  # RecordingSGD's
-
-HINTS = (
-    "A right step moves every parameter once: the trunk with the gradient of both losses, the actor head with the "
-    "actor's loss only, the critic head with the critic's loss only - all taken before anything changes.",
-    "advantage = returns - value carries the value's graph, so the actor's loss reaches (and pushes) the critic "
-    "head unless you detach it; a backward after a step meets weights that changed; a trunk in two optimizers, "
-    "or two step() calls, moves it twice.",
-    "One optimizer, one forward pass, one backward of the sum of both losses, one step. The advantage that "
-    "weights the actor's log-probability must be a constant for the actor: .detach() it. The critic's loss is the "
-    "mean squared difference between returns and values.",
-)
-
-Grads = Dict[str, torch.Tensor]
+PARTS = ("trunk", "actor", "critic")
+OPTIMIZER_NAMES = {"trunk": "opt_trunk", "actor": "opt_actor", "critic": "opt_critic"}
 PART_WORDS = {"trunk": "the shared trunk", "actor": "the actor head", "critic": "the critic head"}
 
 
-def _candidates(model: ActorCritic, states: torch.Tensor, actions: torch.Tensor,
-                returns: torch.Tensor) -> Dict[str, Grads]:
-    """Every gradient a parameter could plausibly be stepped with, computed on a copy at the current weights."""
+@dataclass(frozen=True)
+class Session:
+    """One run of consecutive updates: the seed, each part's optimizer kind, the coefficients, how data arrives."""
+
+    seed: int
+    kinds: Dict[str, str]
+    value_coef: float
+    entropy_coef: float
+    refill_in_place: bool
+
+    def describe(self) -> str:
+        return f"value_coef={self.value_coef}, entropy_coef={self.entropy_coef}"
+
+
+SESSIONS = (
+    Session(47, {"trunk": "SGD", "actor": "SGD", "critic": "SGD"}, 0.5, 0.05, False),
+    Session(48, {"trunk": "fused Adam", "actor": "SGD with momentum", "critic": "AdamW"}, 2.0, 0.1, True),
+    Session(49, {"trunk": "AdamW", "actor": "Adam", "critic": "SGD"}, 0.25, 0.2, False),
+)
+
+HINTS = (
+    "Usually nothing fails: the update runs, and a part is stepped with the wrong gradient - the critic head pushed "
+    "by the actor's loss, the actor head without the entropy bonus, a term with the wrong weight or sign - or a "
+    "backward between two steps raises error 1 or 2, or the shared trunk is stepped twice.",
+    "advantage = returns - value carries the value's graph, so without a detach the actor's loss pushes the critic "
+    "head; the entropy is not a target but a term to maximise, so a detach there removes the bonus; a coefficient "
+    "on the wrong term, or a sign, changes what each part learns; a step between two backward passes moves weights "
+    "the next one still needs.",
+    "One forward pass. Detach the advantage and nothing else. The entropy is that of the Categorical distribution "
+    "of the logits, averaged over the batch. Build one total loss with the coefficients (the entropy subtracted), "
+    "zero all three optimizers, one backward, then step each of the three once.",
+)
+
+_ERROR_EXPLANATIONS = {  # what error 1 or 2 means in this exercise
+    "inplace-version": (
+        "A backward ran after a step had changed weights its graph saved - usually the critic head's weight, "
+        "which the actor's loss reaches through an undetached advantage, or a head stepped between two backward "
+        "passes. Do every backward first, then the three steps."
+    ),
+    "backward-twice": (
+        "A first backward freed the graph of the shared trunk before another loss used it. Build one total loss "
+        "and do one backward."
+    ),
+}
+
+Grads = Dict[str, torch.Tensor]
+
+
+def term_gradients(model: ActorCritic, states: torch.Tensor, actions: torch.Tensor,
+                   returns: torch.Tensor) -> Dict[str, Grads]:
+    """Each term's gradient at the current weights, on a copy: ``"actor"`` (advantage detached), ``"leak"`` (what an
+    undetached advantage adds), ``"critic"``, ``"entropy"`` (of the mean entropy)."""
     twin = copy.deepcopy(model)
-    logits, value = twin(states)
-    actor, critic = actor_critic_losses(logits, value, actions, returns)
-    actor_undetached, _ = actor_critic_losses(logits, value, actions, returns, detach_advantage=False)
-    return {"right": gradients(twin, actor + critic), "undetached": gradients(twin, actor_undetached + critic),
-            "actor": gradients(twin, actor), "critic": gradients(twin, critic)}
+    with torch.enable_grad():
+        logits, value = twin(states)
+        actor, critic = actor_critic_losses(logits, value, actions, returns)
+        leaky, _ = actor_critic_losses(logits, value, actions, returns, detach_advantage=False)
+        entropy = torch.distributions.Categorical(logits=logits).entropy().mean()
+        terms = {"actor": gradients(twin, actor), "critic": gradients(twin, critic),
+                 "entropy": gradients(twin, entropy)}
+        undetached = gradients(twin, leaky)
+    terms["leak"] = {name: undetached[name] - terms["actor"][name] for name in undetached}
+    return terms
+
+
+def right_gradients(terms: Dict[str, Grads], value_coef: float, entropy_coef: float) -> Grads:
+    """The gradient of ``actor_loss + value_coef * critic_loss - entropy_coef * entropy``."""
+    return {name: terms["actor"][name] + value_coef * terms["critic"][name] - entropy_coef * terms["entropy"][name]
+            for name in terms["actor"]}
+
+
+def fit(recorded: Dict[str, Optional[torch.Tensor]], terms: Dict[str, Grads],
+        part: str) -> Optional[Dict[str, float]]:
+    """The coefficients that make the terms' gradients add up to ``recorded`` on ``part``, or None if none do."""
+    names = [name for name in terms["actor"] if part_of(name) == part]
+    columns, labels = [], []
+    for term in ("actor", "critic", "entropy", "leak"):
+        column = torch.cat([terms[term][name].detach().double().flatten() for name in names])
+        if float(column.norm()) > 1e-9:
+            columns.append(column)
+            labels.append(term)
+    target = torch.cat([(torch.zeros_like(terms["actor"][name]) if recorded[name] is None else recorded[name])
+                        .detach().double().flatten() for name in names])
+    if not columns:
+        return None
+    basis = torch.stack(columns, dim=1)
+    if not bool(torch.isfinite(target).all()):
+        return None
+    solution = torch.linalg.lstsq(basis, target.unsqueeze(1)).solution.squeeze(1)
+    if float((basis @ solution - target).norm()) > 1e-4 * max(float(target.norm()), 1e-12):
+        return None
+    found = dict.fromkeys(("actor", "critic", "entropy", "leak"), 0.0)
+    found.update({label: float(value) for label, value in zip(labels, solution)})
+    return found
+
+
+def _near(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-3 * max(abs(b), 1e-2)
+
+
+def _explain_fit(part: str, got: Dict[str, float], session: Session, where: str) -> Optional[str]:
+    """What the fitted coefficients of one part say is wrong, or None if they say nothing clear."""
+    vc, ec = session.value_coef, session.entropy_coef
+    words = PART_WORDS[part]
+    if not _near(got["leak"], 0):
+        return (f"{where}, {words} was pushed by the actor's loss through the value: advantage = returns - value "
+                "was not detached, so the actor's loss flows back into the critic head (and the trunk). Use "
+                "advantage = (returns - value).detach() in the actor's loss - and only there.")
+    if part == "trunk" and _near(got["critic"], 0) and not _near(vc, 0):
+        return (f"{where}, the trunk got nothing from the critic's loss, though the critic head did: a .detach() on "
+                "the trunk's features for the critic head cuts the critic's loss off from the trunk. The trunk "
+                "learns from every term: detach the advantage, not the features.")
+    if part == "trunk" and _near(got["actor"], 0) and _near(got["entropy"], 0):
+        return (f"{where}, the trunk got nothing from the actor's loss nor the entropy, though the actor head did: "
+                "a .detach() on the trunk's features for the actor head cuts them off from the trunk. The trunk "
+                "learns from every term: detach the advantage, not the features.")
+    if part in ("actor", "trunk") and not _near(got["entropy"], -ec):
+        if _near(got["entropy"], 0) and _near(got["actor"], 1):
+            return (f"{where}, {words} got no gradient from the entropy bonus: the entropy was detached (or left "
+                    "out). It is not a target but a term of the loss: it must train the actor head and the trunk. "
+                    "Compute it from the logits with its graph, and subtract entropy_coef * entropy.")
+        if _near(got["entropy"], ec):
+            return (f"{where}, {words} was stepped to LOWER the policy's entropy: the bonus has the wrong sign. "
+                    "The loss subtracts entropy_coef * entropy, so that minimising it raises the entropy.")
+        if _near(got["entropy"], -ec * BATCH):
+            return (f"{where}, {words} got {BATCH} times the entropy bonus's gradient: the entropy was summed over "
+                    "the batch. Average it: the mean entropy per state.")
+        return (f"{where}, the entropy term reached {words} with weight {got['entropy']:.3g}, where the contract "
+                f"asks for -entropy_coef = {-ec:g} (this call's argument).")
+    if part in ("critic", "trunk") and not _near(got["critic"], vc):
+        if _near(got["critic"], 0):
+            return (f"{where}, {words} got nothing from the critic's loss: the value was detached there too (or the "
+                    "critic's loss left out). Detach only the advantage in the actor's loss.")
+        if _near(got["critic"], 1):
+            return (f"{where}, the critic's loss reached {words} unweighted: value_coef = {vc:g} was not applied. "
+                    "The loss is actor_loss + value_coef * critic_loss - entropy_coef * entropy.")
+        return (f"{where}, the critic's loss reached {words} with weight {got['critic']:.3g}, where the contract asks "
+                f"for value_coef = {vc:g} (this call's argument).")
+    if part in ("actor", "trunk") and not _near(got["actor"], 1):
+        if _near(got["actor"], 0):
+            return f"{where}, {words} got nothing from the actor's loss: was it left out of the backward?"
+        return (f"{where}, the actor's loss reached {words} with weight {got['actor']:.3g}; it enters the loss "
+                "unweighted (only the critic's loss and the entropy have coefficients).")
+    return None
+
+
+def _diagnose(recorded: Dict[str, Optional[torch.Tensor]], terms: Dict[str, Grads], right: Grads,
+              leftover: Dict[str, Optional[torch.Tensor]], computed: Set[str], session: Session,
+              where: str) -> str:
+    """Say, in learner words, why ``recorded`` is not the right gradient."""
+    wrong = [part for part in PARTS if not _matches(recorded, right, part)]
+    for part in wrong:
+        if _empty(recorded, part):
+            if part in computed:
+                return (f"{where}, a gradient for {PART_WORDS[part]} was computed, but its .grad was empty when "
+                        f"{OPTIMIZER_NAMES[part]} stepped: zero the optimizers once, before the backward, never "
+                        "between a backward and the steps.")
+            if part == "trunk":
+                return (f"{where}, the trunk received no gradient at all: were the heads fed detached features? "
+                        "The trunk learns from every term.")
+    for part in wrong:
+        names = [name for name in right if part_of(name) == part]
+        if _empty(leftover, part):
+            continue
+        piled = [right[name] + (0 if leftover[name] is None else leftover[name]) for name in names]
+        if same_gradients([recorded[name] for name in names], piled):
+            return (f"{where}, {OPTIMIZER_NAMES[part]} was stepped with a gradient that still held the previous "
+                    "update's: gradients pile up in .grad. Zero all three optimizers (or the model) at the start "
+                    "of each update.")
+    for part in ("critic", "actor", "trunk"):
+        if part not in wrong:
+            continue
+        got = fit(recorded, terms, part)
+        if got is not None:
+            explained = _explain_fit(part, got, session, where)
+            if explained is not None:
+                return explained
+    if "trunk" in wrong and not {"actor", "critic"} & set(wrong):
+        return (f"{where}, both heads got the right gradient, but the trunk did not: it must get every term's "
+                "gradient through the features, from the same forward pass - detach the advantage, not the "
+                "features.")
+    return (f"{where}, the gradient of {' and '.join(PART_WORDS[part] for part in wrong)} differs from that of "
+            "actor_loss + value_coef * critic_loss - entropy_coef * entropy at the weights the update started with. "
+            "Use one forward pass, the terms exactly as the contract states them (log-softmax at the action taken, "
+            "means over the batch), and compute every gradient before any step.")
 
 
 def _of(grads: Dict[str, Optional[torch.Tensor]], part: str) -> List[Optional[torch.Tensor]]:
     return [g for name, g in grads.items() if part_of(name) == part]
 
 
-def _matches(recorded: Dict[str, Optional[torch.Tensor]], expected: Grads, part: str) -> bool:
-    return same_gradients(_of(recorded, part), _of(expected, part))
+def _matches(recorded: Dict[str, Optional[torch.Tensor]], right: Grads, part: str) -> bool:
+    return same_gradients(_of(recorded, part), _of(right, part))
 
 
-def _is_empty(grads: List[Optional[torch.Tensor]]) -> bool:
-    return all(g is None or not bool(g.abs().sum()) for g in grads)
+def _empty(recorded: Dict[str, Optional[torch.Tensor]], part: str) -> bool:
+    return all(g is None or not bool(g.abs().sum()) for g in _of(recorded, part))
 
 
-def _diagnose(recorded: Dict[str, Optional[torch.Tensor]], cand: Dict[str, Grads],
-              previous: Optional[Dict[str, Optional[torch.Tensor]]], computed: Set[str], step: int) -> str:
-    """Say, in learner words, why ``recorded`` is not the right gradient."""
-    where = f"On step {step}"
-    for part in ("trunk", "actor", "critic"):
-        if _is_empty(_of(recorded, part)) and part in computed:
-            return (f"{where}, a gradient for {PART_WORDS[part]} was computed, but its .grad was empty when the "
-                    "optimizer stepped: call zero_grad() once, before the backward passes, never between a "
-                    "backward and the step.")
-    if previous is not None and same_gradients(list(recorded.values()), added(list(cand["right"].values()),
-                                                                             list(previous.values()))):
-        return (f"{where}, the gradient still contained the previous step's: gradients pile up in .grad. "
-                "Call optimizer.zero_grad() at the start of each step.")
-    if _matches(recorded, cand["undetached"], "critic"):
-        return (f"{where}, the critic head was stepped with the critic's gradient plus a push from the actor's loss: "
-                "advantage = returns - value was not detached, so the actor's loss flows back through the value "
-                "into the critic head (and the trunk). Use advantage = (returns - value).detach() in the actor's loss.")
-    if _is_empty(_of(recorded, "critic")):
-        return (f"{where}, the critic head received no gradient at all: the critic's loss was cut off from the value. "
-                "Did you detach value (or the advantage) in the critic's loss too? Detach only in the actor's loss.")
-    if _is_empty(_of(recorded, "actor")):
-        return (f"{where}, the actor head received no gradient at all: was the actor's loss left out of the backward, "
-                "or computed from detached logits?")
-    heads_right = _matches(recorded, cand["right"], "actor") and _matches(recorded, cand["right"], "critic")
-    if heads_right and _matches(recorded, cand["actor"], "trunk"):
-        return (f"{where}, the trunk received the actor's gradient only, nothing from the critic's loss: a .detach() "
-                "on the trunk's features for the critic head cuts the critic's loss off from the trunk. The trunk "
-                "must learn from both losses: detach the advantage, not the features.")
-    if heads_right and _matches(recorded, cand["critic"], "trunk"):
-        return (f"{where}, the trunk received the critic's gradient only, nothing from the actor's loss: a .detach() "
-                "on the trunk's features for the actor head cuts the actor's loss off from the trunk. The trunk "
-                "must learn from both losses: detach the advantage, not the features.")
-    for part, loss in (("critic", "critic"), ("actor", "actor")):
-        mine = _of(cand[loss], part)
-        if not _matches(recorded, cand["right"], part):
-            factor = scale_factor(flattened(_of(recorded, part), mine), flattened(mine, mine))
-            if factor is not None:
-                return (f"{where}, {PART_WORDS[part]} was stepped with {factor:.3g} times the gradient of the "
-                        f"{loss}'s loss. The contract is actor_loss + critic_loss, unweighted, each a mean over the "
-                        "batch.")
-    wrong = [PART_WORDS[part] for part in ("trunk", "actor", "critic") if not _matches(recorded, cand["right"], part)]
-    return (f"{where}, the gradient of {' and '.join(wrong)} differs from the gradient of actor_loss + critic_loss at "
-            "the current weights. Use one forward pass, the losses exactly as the contract states them "
-            "(log-softmax at the action taken, mean over the batch), and compute every gradient before the step.")
-
-
-_ERROR_EXPLANATIONS = {  # what error 1 or 2 means in this exercise
-    "inplace-version": (
-        "A backward ran after a step had changed weights its graph saved - usually the critic head's "
-        "weight, which the actor's loss reaches through the undetached advantage. Run every backward "
-        "before the one step, and detach the advantage."
-    ),
-    "backward-twice": (
-        "The critic's backward freed the graph of the shared trunk (and of the value) before the "
-        "actor's loss used it. Do one backward of actor_loss + critic_loss; retain_graph=True alone "
-        "leads to error 2 or to a trunk stepped twice."
-    ),
-}
-
-
-def _watch(model: ActorCritic, computed: Set[str]) -> List[Any]:
+def _watch_backward(model: ActorCritic, computed: Set[str]) -> List[Any]:
     """Hooks that note which parts of the network some backward computed a gradient for."""
     return [p.register_hook(lambda grad, part=part_of(name): computed.add(part))
             for name, p in model.named_parameters()]
 
 
-def _check(step_function: Callable[..., Any]) -> Optional[str]:
-    """Run the learner's step for several consecutive steps; the diagnosis, or None when every step was right."""
-    model = make_actor_critic(seed=SEED)
-    optimizer = RecordingSGD(model.parameters(), lr=LEARNING_RATE)
-    names = [name for name, _ in model.named_parameters()]
-    previous: Optional[Dict[str, Optional[torch.Tensor]]] = None
+def _run_session(step_function: Callable[..., Any], session: Session) -> Optional[str]:
+    """Run one session of consecutive updates; the diagnosis, or None when every update was right."""
+    model = make_actor_critic(seed=session.seed)
+    parts = {"trunk": model.trunk, "actor": model.actor, "critic": model.critic}
+    optimizers = {part: step_watch.kind(session.kinds[part])(module.parameters()) for part, module in parts.items()}
+    records = {part: step_watch.watch(opt, part) for part, opt in optimizers.items()}
+    states, actions, returns = make_batch(seed=session.seed * 10)
     for step in range(1, STEPS + 1):
-        states, actions, returns = make_batch(seed=SEED + step)
-        cand = _candidates(model, states, actions, returns)
-        count = len(optimizer.records)
-        before = [p.detach().clone() for p in model.parameters()]
+        where = f"On update {step} ({session.describe()})"
+        batch = make_batch(seed=session.seed * 10 + step)
+        if session.refill_in_place:
+            states, actions, returns = step_watch.fill_in_place((states, actions, returns), batch)
+        else:
+            states, actions, returns = batch
+        terms = term_gradients(model, states, actions, returns)
+        right = right_gradients(terms, session.value_coef, session.entropy_coef)
+        start = {part: [p.detach().clone() for p in module.parameters()] for part, module in parts.items()}
+        leftover = {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()}
+        counts = {part: len(record.calls) for part, record in records.items()}
+        inputs = {"states": states, "actions": actions, "returns": returns}
+        named_optimizers = {OPTIMIZER_NAMES[part]: opt for part, opt in optimizers.items()}
+        before = step_watch.snapshot(inputs, {"the model": model}, named_optimizers)
         computed: Set[str] = set()
-        hooks = _watch(model, computed)
+        hooks = _watch_backward(model, computed)
         try:
-            run_step(step_function, step, model, optimizer, states, actions, returns, explanations=_ERROR_EXPLANATIONS)
+            run_step(step_function, step, model, optimizers["trunk"], optimizers["actor"], optimizers["critic"],
+                     states, actions, returns, session.value_coef, session.entropy_coef,
+                     explanations=_ERROR_EXPLANATIONS)
         finally:
             for hook in hooks:
                 hook.remove()
-        calls = len(optimizer.records) - count
-        moved = not all(close(p.detach(), b) for p, b in zip(model.parameters(), before))
-        if calls == 0:
-            if moved:
-                return (f"On step {step}, the weights changed, but not through the optimizer you were given: "
-                        "step with `optimizer`; do not build your own.")
-            return f"On step {step}, the optimizer was never stepped: call optimizer.step() once, after the backward."
-        if calls > 1:
-            return (f"On step {step}, optimizer.step() was called {calls} times: every parameter, the shared trunk "
-                    f"included, moved {calls} times, and whatever backward ran after the first step used a graph "
-                    "whose weights had changed (a trunk held by two optimizers moves twice the same way). Run every "
-                    "backward first, then step once.")
-        grads_used = optimizer.records[-1]
-        expected_after = [b - LEARNING_RATE * (torch.zeros_like(b) if g is None else g)
-                          for b, g in zip(before, grads_used)]
-        if not all(close(p.detach(), e) for p, e in zip(model.parameters(), expected_after)):
-            return (f"On step {step}, the weights changed other than through optimizer.step(). "
-                    "Change weights only with the optimizer you were given.")
-        recorded = dict(zip(names, grads_used))
-        if not same_gradients(list(recorded.values()), list(cand["right"].values())):
-            return _diagnose(recorded, cand, previous, computed, step)
-        previous = recorded
+        calls = {part: step_watch.calls_in(record, counts[part]) for part, record in records.items()}
+        for part in PARTS:
+            params = list(parts[part].parameters())
+            if not calls[part] and step_watch.moved_outside_step(params, start[part], []):
+                return (f"{where}, {PART_WORDS[part]}'s weights changed, but not through {OPTIMIZER_NAMES[part]}: "
+                        "step with the optimizers you were given; do not build your own (nor keep one between "
+                        "calls).")
+            if len(calls[part]) != 1:
+                what = "never stepped" if not calls[part] else f"stepped {len(calls[part])} times"
+                extra = (" The trunk is shared by both heads: it still takes ONE step, with the gradient of the "
+                         "whole loss." if part == "trunk" and calls[part] else "")
+                return (f"{where}, {OPTIMIZER_NAMES[part]} was {what}: each of the three optimizers steps exactly "
+                        f"once per update, after the backward.{extra}")
+        change = step_watch.changed(before, inputs, {"the model": model}, named_optimizers)
+        if change is not None:
+            return f"{where}, your step {change}."
+        for part in PARTS:
+            if step_watch.moved_outside_step(list(parts[part].parameters()), start[part], calls[part]):
+                return (f"{where}, {PART_WORDS[part]}'s weights changed other than through "
+                        f"{OPTIMIZER_NAMES[part]}.step(). Change weights only with the optimizers you were given.")
+        recorded: Dict[str, Optional[torch.Tensor]] = {}
+        for part in PARTS:
+            names = [name for name, _ in model.named_parameters() if part_of(name) == part]
+            recorded.update(zip(names, calls[part][0].grads))
+        if not same_gradients(list(recorded.values()), [right[name] for name in recorded]):
+            return _diagnose(recorded, terms, right, leftover, computed, session, where)
     return None
 
 
 def check_actor_critic_step(step_function: Callable[..., Any]) -> CheckResult:
-    """Run the learner's step for several consecutive steps and compare each part's gradient with plain torch."""
-    diagnosis = _check(step_function)
-    if diagnosis is not None:
-        return failed(EXERCISE_ID, diagnosis)
-    return passed(EXERCISE_ID, f"For {STEPS} consecutive steps the optimizer was stepped once, with exactly the "
-                               "gradient of actor_loss + critic_loss: the trunk learned from both losses, the actor "
-                               "head only from the actor's, the critic head only from the critic's (the advantage "
-                               "was a constant), all taken before the weights changed.")
+    """Run the learner's update in several sessions of consecutive updates; compare each part's gradient with plain
+    torch, and check that nothing else changed."""
+    for session in SESSIONS:
+        diagnosis = _run_session(step_function, session)
+        if diagnosis is not None:
+            return failed(EXERCISE_ID, diagnosis)
+    return passed(EXERCISE_ID, f"In {len(SESSIONS)} runs of {STEPS} consecutive updates (other coefficients, "
+                               "optimizer kinds and data each time), each of the three optimizers was stepped once "
+                               "with exactly the gradient of actor_loss + value_coef * critic_loss - entropy_coef * "
+                               "entropy: the critic head only from the weighted critic's loss (the advantage a "
+                               "constant), the actor head from the actor's loss and the entropy bonus, the trunk "
+                               "from all three, all taken before the weights changed.")
 
 
 EXERCISE = Exercise(

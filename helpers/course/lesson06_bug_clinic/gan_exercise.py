@@ -1,63 +1,90 @@
-"""Exercise of notebook 06, case 1 (a GAN): one D step, then one G step, each with the gradient it should get.
+"""Exercise of notebook 06, case 1 (a GAN): the G step FIRST, then the D step - the worked fix's order reversed.
 
 Fixed contract: ``gan_step(generator, discriminator, opt_g, opt_d, real, noise) -> None``.
 
-- D step: ``d_loss = BCE(D(real), 1) + BCE(D(fake), 0)`` with ``fake = generator(noise)`` (batch means, summed);
-  ``opt_d`` steps with exactly d_loss's gradient, and d_loss's backward does not run into the generator.
-- G step, after D's step: the non-saturating ``g_loss = BCE(D(fake), 1)`` through the *updated* D (the
-  convention of PyTorch's DCGAN example); ``opt_g`` steps with exactly g_loss's gradient for G.
+- One fake batch, ``fake = generator(noise)``, from G as the call finds it.
+- G step first: the non-saturating ``g_loss = BCE(D(fake), 1)`` through D as it is (D has not stepped yet);
+  ``opt_g`` steps with exactly g_loss's gradient for G.
+- D step second: ``d_loss = BCE(D(real), 1) + BCE(D(fake), 0)`` on that same fake batch, as it was made before
+  G's step, held constant; ``opt_d`` steps with exactly d_loss's gradient (G's step did not change D's weights).
+  Nothing of g_loss may be in it, and d_loss's backward must not reach G.
 
-The checker steps the learner's function with optimizers that record the gradient they are stepped with, and
-logs every backward pass that reaches G or D, so it sees wasted backward passes as well as wrong gradients.
+What has to transfer from the worked fix (D first, then G): g_loss's backward runs through D and writes into D's
+``.grad``, so D's gradients must be cleared (or never written) before D's backward; and D's loss must see the fake
+batch as a constant, or its backward runs into a G whose graph is freed and whose weights just changed.
+
+The checker runs sessions of consecutive steps, each with other optimizer kinds (SGD, Adam, AdamW, fused where
+this torch has it) and new data every step (fresh tensors in one session, the same tensors refilled in place in
+another), records what each optimizer's ``step()`` was given and every backward pass that reaches G or D, and
+checks that the answer changed nothing else (inputs, requires_grad, train/eval mode, optimizer settings,
+gradients left behind).
 """
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
+from torch import nn
 
-from helpers.course.exercises.compare import added, close, flattened, same_gradients, scale_factor
+from helpers.course.exercises import step_watch
+from helpers.course.exercises.compare import added, flattened, same_gradients, scale_factor
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import run_step
 from helpers.course.exercises.result import CheckResult, failed, passed
 from helpers.course.lesson06_bug_clinic.gan import (
-    LEARNING_RATE,
     Gradients,
-    RecordingSGD,
+    discriminator_loss,
+    generator_loss,
+    gradients_of,
     log_backward_passes,
     make_batch,
     make_gan,
-    reference_gradients,
+    saturating_generator_loss,
 )
 
 EXERCISE_ID = "gan_step"
 STEPS = 3
-SEED = 61
+
+
+@dataclass(frozen=True)
+class Session:
+    """One run of consecutive steps: the seed, each model's optimizer kind, and how new data arrives."""
+
+    seed: int
+    kind_g: str
+    kind_d: str
+    refill_in_place: bool
+
+    def describe(self) -> str:
+        return f"G with {self.kind_g}, D with {self.kind_d}"
+
+
+SESSIONS = (Session(61, "SGD", "SGD", False), Session(62, "fused Adam", "AdamW", True),
+            Session(63, "Adam", "SGD with momentum", False))
 
 HINTS = (
-    "Written the usual way, the G step raises error 1 (backward through the graph a second time). "
-    "retain_graph=True on d_loss's backward makes it run, but then d_loss's backward also runs through the "
-    "generator, computing gradients G never uses - and if opt_g.zero_grad() comes earlier, G is trained on them.",
-    "fake = generator(noise) carries G's graph. d_loss.backward() runs down through D into that graph and frees "
-    "it; g_loss needs it later. D's loss only trains D, so it should see the fake batch as a constant; G's loss "
-    "must see it with its history, through D as it is after opt_d.step().",
-    "Make the fake batch once. D's loss reads it through .detach(), so D's backward stops at D; step D. Then "
-    "G's loss reads the same fake batch without detach, through D again (the updated D), with the target 'real'; "
-    "zero G's gradients, backward, step G.",
+    "With the G step moved first, the worked fix's order breaks: D's backward raises error 1 (or, with "
+    "retain_graph=True, error 2), or it runs and D is silently stepped with more than d_loss's gradient.",
+    "g_loss's backward runs through D on its way to G, so it also writes g_loss's gradient into D's .grad, and a "
+    "zero_grad() at the top of the step does not remove it. And a fake batch that is not detached in D's loss "
+    "connects d_loss to G, whose graph g_loss's backward freed and whose weights opt_g.step() just changed.",
+    "Make the fake batch once. G's loss reads it with its history, through D as it is: zero G's gradients, "
+    "backward, step G. Then clear D's gradients with its optimizer's zero_grad() just before D's backward (or keep "
+    "G's backward out of D with the inputs argument of backward). D's loss reads the same fake batch through "
+    ".detach(), so its backward stops at D.",
 )
-
 
 _ERROR_EXPLANATIONS = {  # what error 1 or 2 means in this exercise
     "backward-twice": (
-        "d_loss's backward ran down into the generator and freed the fake batch's history, which "
-        "g_loss needs. Detach the fake batch in D's loss: discriminator(fake.detach()) "
-        "(retain_graph=True would silence the error, but d_loss's backward would still run through G "
-        "for nothing)."
+        "d_loss's backward ran down into the generator, whose graph g_loss's backward had already freed. "
+        "D's loss must see the fake batch as a constant: discriminator(fake.detach())."
     ),
     "inplace-version": (
-        "g_loss was computed through D before opt_d.step() changed D's weights in place, and its "
-        "backward needs the old ones. Compute g_loss with a fresh discriminator(fake) after "
-        "opt_d.step()."
+        "A backward needed weights that a step had already changed: typically d_loss's backward running into G "
+        "after opt_g.step() (retain_graph=True on g_loss's backward), or through D's outputs from before D "
+        "changed. Detach the fake batch in D's loss, so its backward stops at D."
     ),
 }
 
@@ -66,134 +93,186 @@ def _is_empty(grads: Gradients) -> bool:
     return all(g is None or not bool(g.abs().sum()) for g in grads)
 
 
-def _leftover_matches(recorded: Gradients, expected: List[torch.Tensor], leftover: Gradients) -> bool:
-    """True when ``recorded`` is ``expected`` plus a non-empty ``leftover`` (what .grad held before the step)."""
-    return not _is_empty(leftover) and same_gradients(recorded, added(expected, leftover))
-
-
 def _scaled(recorded: Gradients, expected: List[torch.Tensor]) -> Optional[float]:
     return scale_factor(flattened(recorded, expected), flattened(expected, expected))
 
 
-def _diagnose_d(recorded: Gradients, ref: Dict[str, List[torch.Tensor]], leftover: Gradients,
-                backward_before_step: int, step: int) -> str:
-    if _is_empty(recorded):
-        if backward_before_step:
-            return (f"On step {step}, a gradient for D was computed, but D's .grad was empty when opt_d stepped: "
-                    "call opt_d.zero_grad() before d_loss.backward(), and opt_d.step() after it.")
-        return f"On step {step}, D was stepped with no gradient at all: call d_loss.backward() before opt_d.step()."
-    if _leftover_matches(recorded, ref["D"], leftover):
-        return (f"On step {step}, D's gradient still held what its .grad held before this step: gradients pile up. "
-                "The previous G step's backward passes through D and fills D's .grad too. "
-                "Call opt_d.zero_grad() before d_loss.backward().")
-    if same_gradients(recorded, added(ref["D"], ref["pre-step g_loss->D"])):
-        return (f"On step {step}, D was stepped with the gradient of d_loss + g_loss: g_loss's backward also "
-                "fills D's .grad, and D stepped after it. Step D on d_loss alone, before G's backward.")
-    factor = _scaled(recorded, ref["D"])
-    if factor is not None:
-        return (f"On step {step}, D was stepped with {factor:.3g} times the gradient of d_loss. D's loss is "
-                "BCE(D(real), 1) + BCE(D(fake), 0), the two batch means summed, not averaged or scaled.")
-    return (f"On step {step}, D's gradient differs from that of d_loss = BCE(D(real), 1) + BCE(D(fake), 0) with "
-            "fake = generator(noise) from the current G. Use binary_cross_entropy_with_logits on D's logits, "
-            "real labelled 1 and fake 0.")
+def candidate_gradients(generator: nn.Module, discriminator: nn.Module, real: torch.Tensor,
+                        noise: torch.Tensor) -> Dict[str, Any]:
+    """What a G-first step could step each model with, on copies at the current weights (nothing is touched).
+
+    ``"G"``, ``"D"``: the right gradients. ``"g_loss->D"``: what g_loss's backward writes into D's ``.grad``.
+    ``"d_loss->G"``: d_loss's gradient for G if its fake batch is not detached. ``"saturating->G"``. ``"fake"``:
+    the fake batch (detached), for the next step's check of a cached batch.
+    """
+    g_copy, d_copy = copy.deepcopy(generator), copy.deepcopy(discriminator)
+    with torch.enable_grad():
+        fake = g_copy(noise)
+        g_loss = generator_loss(d_copy(fake))
+        d_loss = discriminator_loss(d_copy(real), d_copy(fake))
+        return {"G": gradients_of(g_loss, g_copy), "g_loss->D": gradients_of(g_loss, d_copy),
+                "D": gradients_of(d_loss, d_copy), "d_loss->G": gradients_of(d_loss, g_copy),
+                "saturating->G": gradients_of(saturating_generator_loss(d_copy(fake)), g_copy),
+                "fake": fake.detach(), "D copy": d_copy}
 
 
-def _diagnose_g(recorded: Gradients, ref: Dict[str, List[torch.Tensor]], leftover: Gradients,
-                backward_after_d_step: int, step: int) -> str:
+def d_gradient_with(d_copy: nn.Module, real: torch.Tensor, fake: torch.Tensor) -> List[torch.Tensor]:
+    """d_loss's gradient for D (as copied before the step) with another fake batch, held constant."""
+    with torch.enable_grad():
+        return gradients_of(discriminator_loss(d_copy(real), d_copy(fake.detach())), d_copy)
+
+
+def _diagnose_g(recorded: Gradients, cand: Dict[str, Any], leftover: Gradients, computed: bool,
+                where: str) -> str:
     if _is_empty(recorded):
-        if backward_after_d_step:
-            return (f"On step {step}, a gradient for G was computed, but G's .grad was empty when opt_g stepped: "
-                    "call opt_g.zero_grad() before g_loss.backward(), and opt_g.step() after it.")
-        return (f"On step {step}, G was stepped with no gradient at all: no backward after D's step reached the "
-                "generator, so G never learns - silently. Did you detach the fake batch in g_loss too? "
-                "discriminator(fake.detach()) cuts G out of its own loss: detach only in D's loss.")
-    with_d_loss = added(ref["G"], ref["d_loss->G"])
-    if same_gradients(recorded, with_d_loss) or _leftover_matches(recorded, with_d_loss, leftover):
-        return (f"On step {step}, G was stepped with g_loss's gradient plus d_loss's: D's loss was not detached, "
-                "so its backward (kept running by retain_graph=True, or on a second forward) put d_loss's "
-                "gradient into G's .grad, and no opt_g.zero_grad() came between it and g_loss's backward. "
-                "G is being trained to help D. Detach the fake batch in D's loss: discriminator(fake.detach()).")
-    if same_gradients(recorded, ref["G via pre-step D"]):
-        return (f"On step {step}, G's gradient was taken through D as it was before opt_d.step(). This exercise "
-                "follows the standard alternating algorithm (PyTorch's DCGAN example): after D's step, compute "
-                "g_loss with a fresh discriminator(fake), so G answers the updated D.")
-    if _leftover_matches(recorded, ref["G"], leftover):
-        return (f"On step {step}, G's gradient still held what its .grad held before this step: gradients pile "
-                "up. Call opt_g.zero_grad() before g_loss.backward().")
-    if same_gradients(recorded, ref["saturating->G"]):
-        return (f"On step {step}, G was stepped with the gradient of the saturating loss log(1 - D(fake)). "
-                "Use the non-saturating g_loss = BCE(D(fake), 1): its gradient does not vanish when D wins.")
-    if same_gradients(recorded, [-g for g in ref["G"]]):
-        return (f"On step {step}, G was stepped with minus g_loss's gradient: G climbed its loss. "
+        if computed:
+            return (f"{where}, a gradient for G was computed, but G's .grad was empty when opt_g stepped: call "
+                    "opt_g.zero_grad() before g_loss.backward(), and opt_g.step() after it.")
+        return (f"{where}, G was stepped with no gradient at all: no backward reached the generator, so G never "
+                "learns - silently. Was the fake batch detached in g_loss too? Detach it only in D's loss.")
+    if same_gradients(recorded, added(cand["G"], cand["d_loss->G"])):
+        return (f"{where}, G was stepped with g_loss's gradient plus d_loss's: d_loss's backward ran into G "
+                "(its fake batch was not detached) before opt_g.step(). G is being trained to help D. "
+                "Detach the fake batch in D's loss: discriminator(fake.detach()).")
+    if not _is_empty(leftover) and same_gradients(recorded, added(cand["G"], leftover)):
+        return (f"{where}, G's gradient still held what its .grad held before this step: gradients pile up. "
+                "Call opt_g.zero_grad() before g_loss.backward().")
+    if same_gradients(recorded, cand["saturating->G"]):
+        return (f"{where}, G was stepped with the gradient of the saturating loss log(1 - D(fake)). Use the "
+                "non-saturating g_loss = BCE(D(fake), 1): its gradient does not vanish when D wins.")
+    if same_gradients(recorded, [-g for g in cand["G"]]):
+        return (f"{where}, G was stepped with minus g_loss's gradient: G climbed its loss. "
                 "g_loss = BCE(D(fake), 1) with ones as labels, minimised.")
-    factor = _scaled(recorded, ref["G"])
+    factor = _scaled(recorded, cand["G"])
     if factor is not None:
-        return (f"On step {step}, G was stepped with {factor:.3g} times the gradient of g_loss. "
-                "Did you scale the loss, or average it with something?")
-    return (f"On step {step}, G's gradient differs from that of g_loss = BCE(D(fake), 1) through the updated D, "
-            "with fake = generator(noise) from the current G.")
+        return f"{where}, G was stepped with {factor:.3g} times the gradient of g_loss. Did you scale the loss?"
+    return (f"{where}, G's gradient differs from that of g_loss = BCE(D(fake), 1) through D as the step found it "
+            "(D steps after G), with fake = generator(noise) from the current G and this step's noise.")
 
 
-def _check_steps(step_function: Callable[..., Any]) -> Optional[str]:
-    """Run the learner's step for several consecutive steps; the diagnosis, or None if right."""
-    generator, discriminator = make_gan(SEED)
+def _diagnose_d(recorded: Gradients, cand: Dict[str, Any], leftover: Gradients, computed: bool,
+                later_fake: List[torch.Tensor], cached: List[List[torch.Tensor]], where: str) -> str:
+    if _is_empty(recorded):
+        if computed:
+            return (f"{where}, a gradient for D was computed, but D's .grad was empty when opt_d stepped: clear "
+                    "D's gradients before d_loss.backward(), never between it and opt_d.step().")
+        return f"{where}, D was stepped with no gradient at all: call d_loss.backward() before opt_d.step()."
+    with_g_loss = added(cand["D"], cand["g_loss->D"])
+    if same_gradients(recorded, with_g_loss) or same_gradients(recorded, added(with_g_loss, leftover)):
+        piled = "" if same_gradients(recorded, with_g_loss) else " (and what it held from the step before)"
+        return (f"{where}, D was stepped with d_loss's gradient plus g_loss's{piled}: g_loss.backward() runs "
+                "through D on its way to G and writes g_loss's gradient into D's .grad too. A zero_grad() at the "
+                "top of the step came before that. Clear D's gradients right before d_loss.backward() "
+                "(opt_d.zero_grad() there), or keep G's backward out of D: "
+                "g_loss.backward(inputs=list(generator.parameters())).")
+    if not _is_empty(leftover) and same_gradients(recorded, added(cand["D"], leftover)):
+        return (f"{where}, D's gradient still held what its .grad held before this step: gradients pile up. "
+                "Call opt_d.zero_grad() before d_loss.backward().")
+    if same_gradients(recorded, later_fake):
+        return (f"{where}, D's loss used a new fake batch, made by G after its step. The contract's D step uses "
+                "the fake batch made at the start of the step, before G's step, held constant: reuse it with "
+                "fake.detach() instead of calling the generator again.")
+    if any(same_gradients(recorded, old) for old in cached):
+        return (f"{where}, D's loss used a fake batch from an earlier step: something kept it between calls "
+                "(a cache, a global, a default argument). Make the fake batch inside the step, from this step's "
+                "noise, every time.")
+    factor = _scaled(recorded, cand["D"])
+    if factor is not None:
+        return (f"{where}, D was stepped with {factor:.3g} times the gradient of d_loss. D's loss is "
+                "BCE(D(real), 1) + BCE(D(fake), 0), the two batch means summed, not averaged or scaled.")
+    return (f"{where}, D's gradient differs from that of d_loss = BCE(D(real), 1) + BCE(D(fake), 0), with fake "
+            "the batch made at the start of this step (before G's step), held constant, at D's weights as the "
+            "step found them.")
+
+
+def _run_session(step_function: Callable[..., Any], session: Session,
+                 earlier_fakes: List[torch.Tensor]) -> Optional[str]:
+    """Run one session of consecutive steps; the diagnosis, or None when every step was right."""
+    generator, discriminator = make_gan(session.seed)
     models = {"G": generator, "D": discriminator}
     log: List[str] = []
-    optimizers = {"G": RecordingSGD(generator.parameters(), LEARNING_RATE, name="G", log=log),
-                  "D": RecordingSGD(discriminator.parameters(), LEARNING_RATE, name="D", log=log)}
+    opt_g = step_watch.kind(session.kind_g)(generator.parameters())
+    opt_d = step_watch.kind(session.kind_d)(discriminator.parameters())
+    records = {"G": step_watch.watch(opt_g, "G", log), "D": step_watch.watch(opt_d, "D", log)}
+    real, noise = make_batch(session.seed * 10)
     for step in range(1, STEPS + 1):
-        real, noise = make_batch(SEED + step)
-        ref = reference_gradients(generator, discriminator, real, noise, LEARNING_RATE)
+        where = f"On step {step} ({session.describe()})"
+        new_real, new_noise = make_batch(session.seed * 10 + step)
+        if session.refill_in_place:
+            real, noise = step_watch.fill_in_place((real, noise), (new_real, new_noise))
+        else:
+            real, noise = new_real, new_noise
+        cand = candidate_gradients(generator, discriminator, real, noise)
         leftover = {name: [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
                     for name, model in models.items()}
-        before = {name: [p.detach().clone() for p in model.parameters()] for name, model in models.items()}
-        counts = {name: len(optimizer.records) for name, optimizer in optimizers.items()}
-        start = len(log)
+        start = {name: [p.detach().clone() for p in model.parameters()] for name, model in models.items()}
+        counts = {name: len(record.calls) for name, record in records.items()}
+        inputs = {"real": real, "noise": noise}
+        named_models = {"the generator": generator, "the discriminator": discriminator}
+        named_optimizers = {"opt_g": opt_g, "opt_d": opt_d}
+        before = step_watch.snapshot(inputs, named_models, named_optimizers)
+        first_event = len(log)
         with log_backward_passes(models, log):
-            run_step(step_function, step, generator, discriminator, optimizers["G"], optimizers["D"],
-                      real, noise, explanations=_ERROR_EXPLANATIONS)
-        events = log[start:]
-        for name, optimizer in optimizers.items():
-            calls = len(optimizer.records) - counts[name]
-            if calls != 1:
-                what = "never stepped" if calls == 0 else f"stepped {calls} times"
-                return f"On step {step}, {name}'s optimizer was {what}; one step steps each optimizer exactly once."
-        if events.index("G: step") < events.index("D: step"):
-            return (f"On step {step}, G was stepped before D. One GAN step here is a D step first (on the fakes of "
-                    "the current G), then a G step through the updated D.")
+            run_step(step_function, step, generator, discriminator, opt_g, opt_d, real, noise,
+                     explanations=_ERROR_EXPLANATIONS)
+        events = log[first_event:]
+        calls = {name: step_watch.calls_in(record, counts[name]) for name, record in records.items()}
+        for name in ("G", "D"):
+            if not calls[name] and step_watch.moved_outside_step(list(models[name].parameters()), start[name], []):
+                return (f"{where}, {name}'s weights changed, but not through the optimizer you were given: step "
+                        f"with opt_{name.lower()}; do not build your own (nor keep one between calls).")
+            if len(calls[name]) != 1:
+                what = "never stepped" if not calls[name] else f"stepped {len(calls[name])} times"
+                return (f"{where}, {name}'s optimizer was {what}; one step steps each optimizer exactly once: the "
+                        "optimizers passed in, on every call (one kept from an earlier call holds another model).")
+        if events.index("D: step") < events.index("G: step"):
+            return (f"{where}, D was stepped before G. This exercise reverses the worked fix: G steps first, "
+                    "through D as the step found it; then D steps on the fake batch made before G's step.")
+        change = step_watch.changed(before, inputs, named_models, named_optimizers)
+        if change is not None:
+            return f"{where}, your step {change}."
         for name, model in models.items():
-            stepped_with = optimizers[name].records[-1]
-            expected = [b - LEARNING_RATE * (torch.zeros_like(b) if g is None else g)
-                        for b, g in zip(before[name], stepped_with)]
-            if not all(close(p.detach(), e) for p, e in zip(model.parameters(), expected)):
-                return (f"On step {step}, {name}'s parameters changed other than through its optimizer's step(). "
-                        "Change weights only with opt.step().")
-        d_step = events.index("D: step")
-        recorded_d = optimizers["D"].records[-1]
-        if not same_gradients(recorded_d, ref["D"]):
-            return _diagnose_d(recorded_d, ref, leftover["D"], events[:d_step].count("D: backward"), step)
-        recorded_g = optimizers["G"].records[-1]
-        if not same_gradients(recorded_g, ref["G"]):
-            return _diagnose_g(recorded_g, ref, leftover["G"], events[d_step:].count("G: backward"), step)
-        wasted = events[:d_step].count("G: backward")
-        if wasted:
-            return (f"On step {step}, both models were stepped with the right gradients, but d_loss's backward also "
-                    "ran through the generator (the fake batch was not detached in D's loss): it computed gradients "
-                    "for G that opt_g.zero_grad() then threw away: a wasted backward through G on every step. "
-                    "That is the cost of the retain_graph=True fix (which also keeps d_loss's saved tensors alive "
-                    "after their last use). Detach the fake batch in D's loss: discriminator(fake.detach()).")
+            if step_watch.moved_outside_step(list(model.parameters()), start[name], calls[name]):
+                return (f"{where}, {name}'s parameters changed other than through the optimizer you were given. "
+                        "Change weights only with its step(); do not build your own optimizer.")
+        g_step = events.index("G: step")
+        recorded_g = calls["G"][0].grads
+        if not same_gradients(recorded_g, cand["G"]):
+            return _diagnose_g(recorded_g, cand, leftover["G"], "G: backward" in events[:g_step], where)
+        recorded_d = calls["D"][0].grads
+        if not same_gradients(recorded_d, cand["D"]):
+            d_step = events.index("D: step")
+            with torch.no_grad():
+                later_fake = d_gradient_with(cand["D copy"], real, generator(noise))
+            cached = [d_gradient_with(cand["D copy"], real, fake) for fake in earlier_fakes]
+            return _diagnose_d(recorded_d, cand, leftover["D"], "D: backward" in events[g_step:d_step],
+                               later_fake, cached, where)
+        if "G: backward" in events[g_step + 1:]:
+            return (f"{where}, both models were stepped with the right gradients, but after opt_g.step() a "
+                    "backward ran into G again: d_loss's backward went through a fake batch that was not "
+                    "detached, computing a gradient for G that nothing uses (and leaving it in G's .grad). "
+                    "Detach the fake batch in D's loss: discriminator(fake.detach()).")
+        for name, model in models.items():
+            if step_watch.leftover_grad(list(model.parameters()), calls[name][0].grads):
+                return (f"{where}, both models were stepped with the right gradients, but afterwards {name}'s "
+                        ".grad held something else than the gradient its optimizer was stepped with: a backward "
+                        f"after the step wrote into {name}. Leave no gradient behind that nothing uses.")
+        earlier_fakes.append(cand["fake"])
     return None
 
 
 def check_gan_step(step_function: Callable[..., Any]) -> CheckResult:
-    """Run the learner's GAN step for several consecutive steps and compare each optimizer's gradient."""
-    diagnosis = _check_steps(step_function)
-    if diagnosis is not None:
-        return failed(EXERCISE_ID, diagnosis)
-    return passed(EXERCISE_ID, f"For {STEPS} consecutive steps, D was stepped with exactly the gradient of d_loss "
-                               "(and its backward never ran into G), then G with exactly the gradient of the "
-                               "non-saturating g_loss through the updated D, with nothing left over from earlier "
-                               "steps.")
+    """Run the learner's G-first GAN step in several sessions of consecutive steps; compare each optimizer's
+    gradient with plain torch and check that nothing else changed."""
+    earlier_fakes: List[torch.Tensor] = []
+    for session in SESSIONS:
+        diagnosis = _run_session(step_function, session, earlier_fakes)
+        if diagnosis is not None:
+            return failed(EXERCISE_ID, diagnosis)
+    return passed(EXERCISE_ID, f"In {len(SESSIONS)} runs of {STEPS} consecutive steps (SGD, Adam, AdamW; new data "
+                               "every step), G was stepped first with exactly g_loss's gradient through D as the "
+                               "step found it, then D with exactly d_loss's gradient on the fake batch made before "
+                               "G's step - nothing of g_loss in it, no backward into G - and nothing else changed.")
 
 
 EXERCISE = Exercise(

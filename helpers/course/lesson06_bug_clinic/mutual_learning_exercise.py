@@ -1,207 +1,328 @@
-"""Exercise of notebook 06, case 3: one deep-mutual-learning step in which each peer gets exactly its own gradient.
+"""Exercise of notebook 06, case 3: deep mutual learning with K peers (the paper's general form), each peer stepped
+with exactly its own gradient.
 
-Fixed contract: ``mutual_step(peer1, peer2, opt1, opt2, x, y) -> None``. Peer k's loss is
-``F.cross_entropy(logits_k, y) + F.kl_div(F.log_softmax(logits_k, dim=1), p_other, reduction="batchmean")``,
-that is cross-entropy + KL(p_other || p_k), with the other peer's prediction ``p_other`` a fixed target. Both
-gradients come from one forward pass, at the parameters the step started with (the simultaneous step; the
-paper's Algorithm 1 re-runs the forward pass between the two updates, which this exercise diagnoses separately).
-The KL direction is enforced: the swapped one, KL(p_k || p_other), is rejected.
+Fixed contract: ``mutual_step(peers, optimizers, x, y) -> None`` with two lists of the same length K >= 2
+(``optimizers[i]`` holds ``peers[i]``'s parameters). Peer i's loss is
 
-The checker steps the learner's function with optimizers that record the gradient they are stepped with, for
-several consecutive steps, and compares those gradients with plain-torch references.
+    F.cross_entropy(logits_i, y) + mean over j != i of F.kl_div(F.log_softmax(logits_i, dim=1), p_j,
+                                                                reduction="batchmean")
+
+that is cross-entropy + the mean of KL(p_j || p_i) over the K - 1 other peers, every other peer's prediction
+``p_j = softmax(logits_j)`` a fixed target. All gradients come from one forward pass of each peer, at the weights
+the step started with (no peer's update may change another peer's targets within the step); each optimizer is
+stepped exactly once.
+
+What has to transfer from the worked fix (two peers, two hand-written losses): the detach of every target in a
+loop over peers, the mean over the others, and "every forward pass before any step" once there are more than two.
+
+The checker runs sessions of consecutive steps with 3 and with 2 peers, other optimizer kinds, and new data every
+step (fresh tensors, or the same tensors refilled in place), records the gradient each ``step()`` was given, and
+explains a wrong gradient by fitting it as cross-entropy + a weight per other peer's KL term.
 """
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from helpers.course.exercises.compare import added, close, flattened, scale_factor
+from helpers.course.exercises import step_watch
+from helpers.course.exercises.compare import added, flattened, same_gradients, scale_factor
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import run_step
 from helpers.course.exercises.result import CheckResult, failed, passed
 from helpers.course.lesson06_bug_clinic.mutual_learning import (
-    CE_ONLY,
     CLASSES,
-    MIXED,
-    REFERENCE,
-    REVERSED_KL,
-    PeerGradients,
-    candidate_gradients,
+    gradients_of,
     make_batch,
-    make_peers,
-    own_loss_gradients,
+    make_peer,
+    mimicry_loss,
     predictions,
-    same_gradients,
 )
-from helpers.course.recording import RecordingSGD
 
 EXERCISE_ID = "mutual_step"
 STEPS = 3
-LEARNING_RATE = 0.1
-SEED = 7
+
+Grads = List[torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Session:
+    """One run of consecutive steps: the seed, one optimizer kind per peer (so K peers), how new data arrives."""
+
+    seed: int
+    kinds: Tuple[str, ...]
+    refill_in_place: bool
+
+    def describe(self) -> str:
+        return f"{len(self.kinds)} peers"
+
+
+SESSIONS = (Session(7, ("SGD", "SGD", "SGD"), False),
+            Session(8, ("fused Adam", "AdamW"), True),
+            Session(9, ("AdamW", "SGD with momentum", "Adam"), True))
 
 HINTS = (
-    "Written the usual way, loss2.backward() fails with 'Trying to backward through the graph a second time', "
-    "and retain_graph=True trades that for 'modified by an inplace operation', or, with the steps moved last, for "
-    "a silent bug: each peer is also trained by the other peer's loss.",
-    "softmax(logits2) is peer 1's target, but as written it is still connected to peer 2: loss1 reaches peer 2 "
-    "through it (its backward frees peer 2's graph and adds into peer 2's .grad), and loss2 reaches peer 1 "
-    "through softmax(logits1). A target should be a constant.",
-    "Each peer's loss uses the other peer's probabilities as its target: make that target a constant with "
-    ".detach(), so each loss reaches only its own peer. Then zero, backward and step per peer, in either order.",
+    "With more than two peers, each peer's loss has one KL term per other peer. Written as in the worked fix but "
+    "in a loop, the step raises error 1 or 2, or runs and silently trains a peer on another peer's loss, on "
+    "predictions from after another peer's update, or with the KL terms summed.",
+    "Every p_j is a target for the other peers: not detached, it connects peer i's loss to peer j. And a loop that "
+    "runs peer j's forward pass after another peer has stepped gives targets from the new weights, not from the "
+    "weights the step started with. The KL part is a mean over the K - 1 others.",
+    "First run every peer's forward pass once and keep each peer's probabilities, detached, as the targets. Then, "
+    "for each peer, build its loss from its own logits: cross-entropy plus the average, over the other peers, of "
+    "kl_div of its own log_softmax against their target with batchmean reduction. Zero, backward and step each "
+    "peer's optimizer, in any order.",
 )
-
-Peers = Tuple[nn.Module, nn.Module]
-
 
 _ERROR_EXPLANATIONS = {  # what error 1 or 2 means in this exercise
     "inplace-version": (
-        "Typically here: a peer was stepped while a later backward still needed its old weights, "
-        "because a target softmax(logits) that is not detached connects each loss to the other peer. "
-        "Detach each target; then stepping one peer never touches the other loss's graph."
+        "A peer was stepped while a later backward still needed its old weights: a target softmax(logits_j) that "
+        "is not detached connects the other peers' losses to peer j. Detach every target."
     ),
     "backward-twice": (
-        "Typically here: a target softmax(logits) that is not detached connects each loss to the "
-        "other peer, so the first backward frees a peer's graph that the second needs again. "
-        "retain_graph=True would lead to error 2, or, with the steps moved last, give each peer the "
-        "other's KL gradient: detach each peer's target instead."
+        "A target softmax(logits_j) that is not detached connects every other peer's loss to peer j, so the first "
+        "backward frees peer j's graph that a later one needs. Detach every target (retain_graph=True would lead "
+        "to error 2, or to mixed gradients)."
     ),
 }
 
 
-def _schedule_gradients(before: Peers, after: Peers, x: torch.Tensor, y: torch.Tensor) -> PeerGradients:
-    """Each peer's own-loss gradient (at its parameters before the step) against the OTHER peer's prediction after
-    its step: what you get by re-running the forward pass between the two updates, as the paper's Algorithm 1."""
-    return (own_loss_gradients(before[0], predictions(after[1], x), x, y),
-            own_loss_gradients(before[1], predictions(after[0], x), x, y))
+def _kl(logits_own: torch.Tensor, target_logits: torch.Tensor) -> torch.Tensor:
+    """KL(p_target || p_own), the target held fixed."""
+    return mimicry_loss(logits_own, F.softmax(target_logits, dim=1).detach())
 
 
-def _kl_factor(recorded: Sequence[Optional[torch.Tensor]], cand: Dict[str, PeerGradients],
-               index: int) -> Optional[float]:
-    """When the recorded gradient is cross-entropy + f x the KL term's gradient, that f; else None."""
-    ce, reference = cand[CE_ONLY][index], cand[REFERENCE][index]
-    kl_part = [r - c for r, c in zip(reference, ce)]
-    recorded_kl = [(torch.zeros_like(c) if g is None else g) - c for g, c in zip(recorded, ce)]
-    return scale_factor(flattened(recorded_kl, kl_part), flattened(kl_part, kl_part))
+def candidate_gradients(peers: Sequence[nn.Module], x: torch.Tensor, y: torch.Tensor) -> Dict[str, Any]:
+    """On copies at the current weights, for each peer i: ``"ce"[i]``, ``"kl"[i][j]`` (the gradient of
+    KL(p_j || p_i), p_j fixed; None for j == i), ``"mixed"[i]`` (every loss's gradient that reaches peer i when no
+    target is detached), ``"reversed"[i]`` (the reversed KL), ``"right"[i]``; ``"targets"``: every p_j, detached."""
+    copies = [copy.deepcopy(peer) for peer in peers]
+    k = len(peers)
+    with torch.enable_grad():
+        logits = [peer(x) for peer in copies]
+        ce = [gradients_of(F.cross_entropy(logits[i], y), copies[i]) for i in range(k)]
+        kl = [[None if j == i else gradients_of(_kl(logits[i], logits[j]), copies[i]) for j in range(k)]
+              for i in range(k)]
+        undetached = sum(F.cross_entropy(logits[i], y) + sum(
+            F.kl_div(F.log_softmax(logits[i], dim=1), F.softmax(logits[j], dim=1), reduction="batchmean")
+            for j in range(k) if j != i) / (k - 1) for i in range(k))
+        mixed = [gradients_of(undetached, copies[i]) for i in range(k)]
+        reversed_kl = [gradients_of(F.cross_entropy(logits[i], y) + sum(
+            F.kl_div(F.log_softmax(logits[j], dim=1).detach(), F.softmax(logits[i], dim=1), reduction="batchmean")
+            for j in range(k) if j != i) / (k - 1), copies[i]) for i in range(k)]
+    right = [[c + sum(kl[i][j][n] for j in range(k) if j != i) / (k - 1) for n, c in enumerate(ce[i])]
+             for i in range(k)]
+    return {"ce": ce, "kl": kl, "mixed": mixed, "reversed": reversed_kl, "right": right, "copies": copies,
+            "targets": [F.softmax(out, dim=1).detach() for out in logits]}
 
 
-def _diagnose(index: int, recorded: List[Optional[torch.Tensor]], cand: Dict[str, PeerGradients],
-              schedule: PeerGradients, previous: Optional[List[Optional[torch.Tensor]]],
-              previous_reference: Optional[List[torch.Tensor]], gradient_computed: bool, step: int) -> str:
-    peer, other = f"peer {index + 1}", f"peer {2 - index}"
-    own, other_loss = f"loss{index + 1}", f"loss{2 - index}"
-    logits, other_logits = f"logits{index + 1}", f"logits{2 - index}"
+def fit(recorded: Sequence[Optional[torch.Tensor]], cand: Dict[str, Any], i: int) -> Optional[Dict[Any, float]]:
+    """The weights w with ``recorded = w["ce"] * CE_i + sum_j w[j] * KL_ij``, or None when no weights fit."""
+    k = len(cand["ce"])
+    like = cand["ce"][i]
+    columns = [flattened(cand["ce"][i], like).double()]
+    labels: List[Any] = ["ce"]
+    for j in range(k):
+        if j != i:
+            columns.append(flattened(cand["kl"][i][j], like).double())
+            labels.append(j)
+    basis = torch.stack(columns, dim=1)
+    target = flattened(recorded, like).double()
+    if not bool(torch.isfinite(target).all()):
+        return None
+    solution = torch.linalg.lstsq(basis, target.unsqueeze(1)).solution.squeeze(1)
+    if float((basis @ solution - target).norm()) > 1e-4 * max(float(target.norm()), 1e-12):
+        return None
+    return {label: float(value) for label, value in zip(labels, solution)}
+
+
+def _near(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-3 * max(abs(b), 1e-2)
+
+
+def _explain_fit(weights: Dict[Any, float], i: int, k: int, where: str) -> Optional[str]:
+    peer = f"peers[{i}]"
+    others = [j for j in weights if j != "ce"]
+    kl_weights = [weights[j] for j in others]
+    if not _near(weights["ce"], 1):
+        return (f"{where}, {peer}'s cross-entropy reached it with weight {weights['ce']:.3g}: the cross-entropy "
+                "enters each peer's loss unweighted (did you scale or average the losses?).")
+    if all(_near(w, 0) for w in kl_weights):
+        return (f"{where}, {peer} got only its cross-entropy gradient: the KL terms gave it nothing, so it does "
+                f"not learn from the other peers. A detach cut its own log_softmax(logits_{i}) out of the KL terms "
+                "(or the whole KL term was detached). Detach only the targets, the other peers' probabilities.")
+    missing = [j for j in others if _near(weights[j], 0)]
+    if missing and not all(_near(weights[j], 0) for j in others):
+        names = ", ".join(f"peers[{j}]" for j in missing)
+        return (f"{where}, {peer} learned nothing from {names}: each peer's loss has a KL term for EVERY other "
+                f"peer ({k - 1} of them here), not only one - a pairing copied from the two-peer fix?")
+    if all(_near(w, kl_weights[0]) for w in kl_weights):
+        w = kl_weights[0]
+        if _near(w, 1) and k > 2:
+            return (f"{where}, {peer}'s KL terms were summed over the other peers, not averaged: with {k} peers "
+                    f"that is {k - 1} times the mean. Divide the sum by K - 1, the number of other peers.")
+        if _near(w, 1 / k):
+            return (f"{where}, {peer}'s KL terms were averaged over all {k} peers, itself included: the mean is "
+                    f"over the K - 1 = {k - 1} OTHER peers.")
+        if _near(w * (k - 1), 1 / CLASSES):
+            return (f"{where}, {peer}'s KL part is 1/{CLASSES} of what it should be: reduction='mean' averages over "
+                    "the classes too. Use reduction='batchmean'.")
+        return (f"{where}, {peer}'s KL part has weight {w * (k - 1):.3g} times the mean over the other peers; "
+                "the contract adds the mean of the KL terms, unweighted, with reduction='batchmean'.")
+    return None
+
+
+def _diagnose(i: int, recorded: List[Optional[torch.Tensor]], cand: Dict[str, Any],
+              leftover: List[Optional[torch.Tensor]], computed: bool, sequential: Grads, earlier: List[Grads],
+              where: str) -> str:
+    k = len(cand["ce"])
+    peer = f"peers[{i}]"
     if all(g is None or not bool(g.abs().sum()) for g in recorded):
-        if gradient_computed:
-            return (f"On step {step}, a gradient for {peer} was computed, but .grad was empty when its optimizer "
-                    "stepped: call zero_grad() before backward(), and step() after it.")
-        return (f"On step {step}, {peer} was stepped with no gradient at all. Did a detach cut {logits} out of "
-                f"{own}? Detach only the target, softmax({other_logits}).")
-    if previous_reference is not None and same_gradients(recorded, previous_reference):
-        return f"On step {step}, {peer} was stepped with the previous step's gradient: compute this step's first."
-    if same_gradients(recorded, cand[MIXED][index]):
-        return (f"On step {step}, {peer} was stepped with the gradient of loss1 + loss2, not of {own} alone: "
-                f"{other_loss}'s KL term pushed gradient into {peer} through softmax({logits}), which is "
-                f"{other}'s target and should be a constant. That is what retain_graph=True gives when both steps come after both "
-                "backward passes, without a detach. "
-                f"Detach each target, e.g. F.softmax({other_logits}, dim=1).detach() in {own}.")
-    if same_gradients(recorded, cand[CE_ONLY][index]):
-        return (f"On step {step}, {peer} got only its cross-entropy gradient: the KL term gave it nothing, so it "
-                f"does not learn from {other} at all. A detach cut {peer}'s own log_softmax({logits}) out of the "
-                f"KL term (or the whole KL term was detached). Detach only the target, softmax({other_logits}).")
-    if same_gradients(recorded, cand[REVERSED_KL][index]):
-        return (f"On step {step}, {peer} was trained on KL(p{index + 1} || p{2 - index}), the reversed direction: "
-                f"its gradient flowed through the target argument of kl_div. F.kl_div(input, target) computes "
-                f"KL(target || input): pass F.log_softmax({logits}, dim=1) as input and the detached "
-                f"F.softmax({other_logits}, dim=1) as target (the arguments are swapped, or the detach is on "
-                "log_softmax instead of the target).")
-    if same_gradients(recorded, schedule[index]):
-        return (f"On step {step}, {peer}'s gradient used {other}'s prediction after {other}'s update: you ran a "
-                "new forward pass between the two updates (as the paper's Algorithm 1 does). This exercise asks "
-                "for the simultaneous step: one forward pass, and both gradients at the parameters the step "
-                "started with.")
-    if previous is not None and any(same_gradients(recorded, added(cand[name][index], previous))
-                                    for name in (REFERENCE, MIXED)):
-        return (f"On step {step}, {peer}'s gradient still contained the previous step's: gradients pile up. Call "
-                "zero_grad() on each optimizer before its backward, every step.")
-    expected = cand[REFERENCE][index]
+        if computed:
+            return (f"{where}, a gradient for {peer} was computed, but its .grad was empty when its optimizer "
+                    "stepped: zero_grad() before backward(), and step() after it.")
+        return (f"{where}, {peer} was stepped with no gradient at all. Did a detach cut its own logits out of its "
+                "loss? Detach only the targets, the other peers' probabilities.")
+    if any(g is not None and bool(g.abs().sum()) for g in leftover) and same_gradients(
+            recorded, added(cand["right"][i], leftover)):
+        return (f"{where}, {peer}'s gradient still contained the previous step's: gradients pile up. Call "
+                "zero_grad() on every optimizer before its backward, every step.")
+    if same_gradients(recorded, cand["mixed"][i]):
+        return (f"{where}, {peer} was stepped with the gradient of every peer's loss, not of its own alone: the "
+                f"other peers' KL terms pushed gradient into {peer} through softmax(logits_{i}), their target, "
+                f"which should be a constant. Detach every target: F.softmax(logits_{i}, dim=1).detach() where "
+                "the other peers use it.")
+    if same_gradients(recorded, cand["reversed"][i]):
+        return (f"{where}, {peer} was trained on KL(p_{i} || p_j), the reversed direction: its gradient flowed "
+                "through the target argument of kl_div. F.kl_div(input, target) computes KL(target || input): pass "
+                f"the peer's own F.log_softmax(logits_{i}, dim=1) as input and the detached probabilities of the "
+                "other peer as target.")
+    if same_gradients(recorded, sequential):
+        return (f"{where}, {peer}'s targets came from peers that had already stepped: a forward pass ran after "
+                "another peer's update. Every gradient of the step comes from one forward pass of each peer, at "
+                "the weights the step started with: run all forward passes (and keep the detached targets) "
+                "before the first step.")
+    if any(same_gradients(recorded, old) for old in earlier):
+        return (f"{where}, {peer}'s targets were predictions from an earlier step: something kept them between "
+                "calls (a cache, a global, a default argument). Compute every target in the step, from this "
+                "step's x.")
+    weights = fit(recorded, cand, i)
+    if weights is not None:
+        explained = _explain_fit(weights, i, k, where)
+        if explained is not None:
+            return explained
+    expected = cand["right"][i]
     factor = scale_factor(flattened(recorded, expected), flattened(expected, expected))
     if factor is not None:
-        return (f"On step {step}, {peer} was stepped with {factor:.3g} times the gradient of {own}. "
-                "Did you scale or average the losses?")
-    kl_factor = _kl_factor(recorded, cand, index)
-    if kl_factor is not None:
-        why = (f" reduction='mean' averages over the {CLASSES} classes too: use reduction='batchmean'."
-               if abs(kl_factor * CLASSES - 1) < 1e-3 else " Use reduction='batchmean' and no weight on the KL term.")
-        return (f"On step {step}, the cross-entropy part of {peer}'s gradient is right, but the KL term's part is "
-                f"{kl_factor:.3g} times what it should be.{why}")
-    return (f"On step {step}, {peer}'s gradient differs from the gradient of {own} = cross-entropy + "
-            f"KL(p{2 - index} || p{index + 1}) with {other}'s prediction fixed, at the parameters the step started "
-            "with. Use F.cross_entropy and F.kl_div(F.log_softmax(own logits, dim=1), detached other prediction, "
-            "reduction='batchmean').")
+        return f"{where}, {peer} was stepped with {factor:.3g} times the gradient of its loss: did you scale it?"
+    return (f"{where}, {peer}'s gradient differs from that of its loss: cross-entropy + the mean over the other "
+            "peers of KL(p_j || p_i), every p_j held fixed, all at the weights the step started with. Use "
+            "F.cross_entropy and F.kl_div(F.log_softmax(own logits, dim=1), detached p_j, reduction='batchmean').")
 
 
-def _hooks(peers: Peers, computed: set) -> List[Any]:
+def _sequential_gradients(i: int, cand: Dict[str, Any], peers: Sequence[nn.Module], stepped_before: List[bool],
+                          x: torch.Tensor, y: torch.Tensor) -> Grads:
+    """Peer i's gradient (at its start weights) when the targets of peers already stepped come from their new
+    weights: what a loop that runs each peer's forward pass after the previous peers' steps gives."""
+    k = len(peers)
+    targets = [predictions(peers[j], x) if stepped_before[j] else cand["targets"][j] for j in range(k)]
+    return _own_gradients(cand["copies"][i], [targets[j] for j in range(k) if j != i], x, y)
+
+
+def _own_gradients(peer: nn.Module, targets: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> Grads:
+    with torch.enable_grad():
+        logits = peer(x)
+        kl = sum(mimicry_loss(logits, target.detach()) for target in targets) / len(targets)
+        return gradients_of(F.cross_entropy(logits, y) + kl, peer)
+
+
+def _hooks(peers: Sequence[nn.Module], computed: set) -> List[Any]:
     """Record, in ``computed``, the index of every peer for which some backward computed a gradient."""
     return [p.register_hook(lambda grad, index=index: computed.add(index))
             for index, peer in enumerate(peers) for p in peer.parameters()]
 
 
-def _check(step_function: Callable[..., Any]) -> Optional[str]:
-    """Run the learner's step for several consecutive steps; the diagnosis, or None if right."""
-    peers = make_peers(seed=SEED)
-    optimizers = (RecordingSGD(peers[0].parameters(), lr=LEARNING_RATE),
-                  RecordingSGD(peers[1].parameters(), lr=LEARNING_RATE))
-    previous: List[Optional[List[Optional[torch.Tensor]]]] = [None, None]
-    previous_cand: Optional[Dict[str, PeerGradients]] = None
+def _run_session(step_function: Callable[..., Any], session: Session) -> Optional[str]:
+    """Run one session of consecutive steps; the diagnosis, or None when every step was right."""
+    k = len(session.kinds)
+    peers = [make_peer(session.seed * 10 + index) for index in range(k)]
+    log: List[str] = []
+    optimizers = [step_watch.kind(kind)(peer.parameters()) for kind, peer in zip(session.kinds, peers)]
+    records = [step_watch.watch(opt, str(index), log) for index, opt in enumerate(optimizers)]
+    peer_list, optimizer_list = list(peers), list(optimizers)
+    x, y = make_batch(seed=session.seed * 10)
+    earlier_targets: List[List[torch.Tensor]] = []
     for step in range(1, STEPS + 1):
-        x, y = make_batch(seed=SEED + step)
-        cand = candidate_gradients(*peers, x, y)
-        before: Peers = (copy.deepcopy(peers[0]), copy.deepcopy(peers[1]))
-        counts = [len(optimizer.records) for optimizer in optimizers]
+        where = f"On step {step} ({session.describe()})"
+        if session.refill_in_place:
+            x, y = step_watch.fill_in_place((x, y), make_batch(seed=session.seed * 10 + step))
+        else:
+            x, y = make_batch(seed=session.seed * 10 + step)
+        cand = candidate_gradients(peers, x, y)
+        start = [[p.detach().clone() for p in peer.parameters()] for peer in peers]
+        leftover = [[None if p.grad is None else p.grad.detach().clone() for p in peer.parameters()]
+                    for peer in peers]
+        counts = [len(record.calls) for record in records]
+        named_peers = {f"peers[{index}]": peer for index, peer in enumerate(peers)}
+        named_optimizers = {f"optimizers[{index}]": opt for index, opt in enumerate(optimizers)}
+        before = step_watch.snapshot({"x": x, "y": y}, named_peers, named_optimizers)
         computed: set = set()
         hooks = _hooks(peers, computed)
+        first_event = len(log)
         try:
-            run_step(step_function, step, *peers, *optimizers, x, y, explanations=_ERROR_EXPLANATIONS)
+            run_step(step_function, step, peer_list, optimizer_list, x, y, explanations=_ERROR_EXPLANATIONS)
         finally:
             for hook in hooks:
                 hook.remove()
-        for index, (optimizer, count) in enumerate(zip(optimizers, counts)):
-            calls = len(optimizer.records) - count
-            if calls != 1:
-                what = "never stepped" if calls == 0 else f"stepped {calls} times"
-                return (f"On step {step}, peer {index + 1}'s optimizer was {what}; each call should step each "
-                        "optimizer exactly once.")
-        for index, optimizer in enumerate(optimizers):
-            grads = [torch.zeros_like(b) if g is None else g
-                     for b, g in zip(before[index].parameters(), optimizer.records[-1])]
-            expected_after = [b.detach() - LEARNING_RATE * g for b, g in zip(before[index].parameters(), grads)]
-            if not all(close(p, e) for p, e in zip(peers[index].parameters(), expected_after)):
-                return (f"On step {step}, peer {index + 1}'s parameters changed other than through its optimizer's "
-                        "step(). Change weights only with opt.step().")
-        schedule = _schedule_gradients(before, peers, x, y)
-        for index, optimizer in enumerate(optimizers):
-            recorded = optimizer.records[-1]
-            if not same_gradients(recorded, cand[REFERENCE][index]):
-                previous_reference = previous_cand[REFERENCE][index] if previous_cand is not None else None
-                return _diagnose(index, recorded, cand, schedule, previous[index], previous_reference,
-                                 index in computed, step)
-            previous[index] = recorded
-        previous_cand = cand
+        if peer_list != peers or optimizer_list != optimizers or any(
+                a is not b for a, b in zip(peer_list + optimizer_list, peers + optimizers)):
+            return f"{where}, your step changed the lists it was given (peers or optimizers): read them, never edit."
+        calls = [step_watch.calls_in(record, count) for record, count in zip(records, counts)]
+        for index, peer in enumerate(peers):
+            if not calls[index] and step_watch.moved_outside_step(list(peer.parameters()), start[index], []):
+                return (f"{where}, peers[{index}]'s weights changed, but not through optimizers[{index}]: step with "
+                        "the optimizers you were given; do not build your own (nor keep one between calls).")
+            if len(calls[index]) != 1:
+                what = "never stepped" if not calls[index] else f"stepped {len(calls[index])} times"
+                return (f"{where}, optimizers[{index}] was {what}; each call steps each optimizer exactly once "
+                        "(all of them: the list may have any length).")
+        change = step_watch.changed(before, {"x": x, "y": y}, named_peers, named_optimizers)
+        if change is not None:
+            return f"{where}, your step {change}."
+        for index, peer in enumerate(peers):
+            if step_watch.moved_outside_step(list(peer.parameters()), start[index], calls[index]):
+                return (f"{where}, peers[{index}]'s weights changed other than through optimizers[{index}].step(). "
+                        "Change weights only with the optimizers you were given.")
+        events = log[first_event:]
+        step_at = {int(event.split(":")[0]): position for position, event in enumerate(events)}
+        for index in range(k):
+            recorded = calls[index][0].grads
+            if same_gradients(recorded, cand["right"][index]):
+                continue
+            stepped_before = [step_at[j] < step_at[index] for j in range(k)]
+            sequential = _sequential_gradients(index, cand, peers, stepped_before, x, y)
+            earlier = [_own_gradients(cand["copies"][index], [old[j] for j in range(k) if j != index], x, y)
+                       for old in earlier_targets]
+            return _diagnose(index, recorded, cand, leftover[index], index in computed, sequential, earlier, where)
+        earlier_targets.append(cand["targets"])
     return None
 
 
 def check_mutual_step(step_function: Callable[..., Any]) -> CheckResult:
-    """Run the learner's step for several consecutive steps and compare each peer's gradient with the reference."""
-    diagnosis = _check(step_function)
-    if diagnosis is not None:
-        return failed(EXERCISE_ID, diagnosis)
-    return passed(EXERCISE_ID, f"For {STEPS} consecutive steps, each peer was stepped with exactly the gradient of its "
-                               "own loss (cross-entropy + KL(other || own), the other peer's prediction held fixed), "
-                               "both taken at the parameters the step started with.")
+    """Run the learner's step in sessions of consecutive steps with 3 and 2 peers; compare each peer's gradient with
+    plain torch, and check that nothing else changed."""
+    for session in SESSIONS:
+        diagnosis = _run_session(step_function, session)
+        if diagnosis is not None:
+            return failed(EXERCISE_ID, diagnosis)
+    return passed(EXERCISE_ID, f"In {len(SESSIONS)} runs of {STEPS} consecutive steps (3 peers and 2, SGD, Adam, "
+                               "AdamW, new data every step), each peer was stepped once with exactly the gradient of "
+                               "its own loss - cross-entropy + the mean of KL(p_j || p_i) over the other peers, each "
+                               "p_j held fixed - all from one forward pass at the weights the step started with.")
 
 
 EXERCISE = Exercise(

@@ -1,272 +1,284 @@
-"""Case 3 (deep mutual learning): other correct answers and plausible wrong ones for ``mutual_step``."""
+"""Case 3 (deep mutual learning, K peers): other correct answers and plausible wrong ones for ``mutual_step``.
+
+The exercise: ``mutual_step(peers, optimizers, x, y)``, peer i's loss = CE + the mean over the other peers of
+KL(p_j || p_i), every p_j a fixed target, all from one forward pass of each peer.
+"""
 import warnings
 
 import torch
 import torch.nn.functional as F
 
 
-def _kl(log_p_self, p_other):
-    return F.kl_div(log_p_self, p_other, reduction="batchmean")
+def _kl(logits_own, target):
+    return F.kl_div(F.log_softmax(logits_own, dim=1), target, reduction="batchmean")
 
 
-def _detached_losses(logits1, logits2, y):
-    loss1 = F.cross_entropy(logits1, y) + _kl(F.log_softmax(logits1, dim=1), F.softmax(logits2, dim=1).detach())
-    loss2 = F.cross_entropy(logits2, y) + _kl(F.log_softmax(logits2, dim=1), F.softmax(logits1, dim=1).detach())
-    return loss1, loss2
-
-
-def _as_written_losses(logits1, logits2, y):
-    loss1 = F.cross_entropy(logits1, y) + _kl(F.log_softmax(logits1, dim=1), F.softmax(logits2, dim=1))
-    loss2 = F.cross_entropy(logits2, y) + _kl(F.log_softmax(logits2, dim=1), F.softmax(logits1, dim=1))
-    return loss1, loss2
+def _loss(i, logits, targets, y):
+    others = [j for j in range(len(logits)) if j != i]
+    return F.cross_entropy(logits[i], y) + sum(_kl(logits[i], targets[j]) for j in others) / len(others)
 
 
 # Other correct answers
-def detach_and_one_backward(peer1, peer2, opt1, opt2, x, y):
-    """Targets detached; one backward of the sum reaches each peer only through its own loss."""
-    loss1, loss2 = _detached_losses(peer1(x), peer2(x), y)
-    opt1.zero_grad()
-    opt2.zero_grad()
-    (loss1 + loss2).backward()
-    opt1.step()
-    opt2.step()
+def all_forwards_then_each_peer(peers, optimizers, x, y):
+    logits = [peer(x) for peer in peers]
+    targets = [F.softmax(out, dim=1).detach() for out in logits]
+    for i, optimizer in enumerate(optimizers):
+        optimizer.zero_grad()
+        _loss(i, logits, targets, y).backward()
+        optimizer.step()
 
 
-def autograd_grad_per_peer(peer1, peer2, opt1, opt2, x, y):
-    """No detach: torch.autograd.grad restricted to each peer's own parameters (the first keeps the graph)."""
-    loss1, loss2 = _as_written_losses(peer1(x), peer2(x), y)
-    params1, params2 = list(peer1.parameters()), list(peer2.parameters())
-    grads1 = torch.autograd.grad(loss1, params1, retain_graph=True)
-    grads2 = torch.autograd.grad(loss2, params2)
-    for param, grad in zip(params1 + params2, grads1 + grads2):
-        param.grad = grad
-    opt1.step()
-    opt2.step()
+def one_backward_of_the_sum(peers, optimizers, x, y):
+    """Targets detached, so one backward of the sum reaches each peer only through its own loss."""
+    for optimizer in optimizers:
+        optimizer.zero_grad()
+    logits = [peer(x) for peer in peers]
+    targets = [F.softmax(out, dim=1).detach() for out in logits]
+    sum(_loss(i, logits, targets, y) for i in range(len(peers))).backward()
+    for optimizer in optimizers:
+        optimizer.step()
 
 
-def peer2_first_with_log_target(peer1, peer2, opt1, opt2, x, y):
-    """Peer 2 stepped first, the KL written with log-probabilities on both sides, targets from a no_grad pass."""
+def targets_from_a_no_grad_pass_reverse_order(peers, optimizers, x, y):
+    """Targets (log-probabilities) from a no_grad pass first; then peers updated last to first, log_target=True."""
     with torch.no_grad():
-        log_target1 = F.log_softmax(peer1(x), dim=1)
-        log_target2 = F.log_softmax(peer2(x), dim=1)
-    logits2 = peer2(x)
-    loss2 = F.cross_entropy(logits2, y) + F.kl_div(F.log_softmax(logits2, dim=1), log_target1,
-                                                   reduction="batchmean", log_target=True)
-    opt2.zero_grad()
-    loss2.backward()
-    opt2.step()
-    logits1 = peer1(x)
-    loss1 = F.cross_entropy(logits1, y) + F.kl_div(F.log_softmax(logits1, dim=1), log_target2,
-                                                   reduction="batchmean", log_target=True)
-    opt1.zero_grad()
-    loss1.backward()
-    opt1.step()
+        log_targets = [F.log_softmax(peer(x), dim=1) for peer in peers]
+    k = len(peers)
+    for i in reversed(range(k)):
+        log_p = F.log_softmax(peers[i](x), dim=1)
+        kl = torch.stack([F.kl_div(log_p, log_targets[j], reduction="batchmean", log_target=True)
+                          for j in range(k) if j != i]).mean()
+        optimizers[i].zero_grad()
+        (F.cross_entropy(peers[i](x), y) + kl).backward()
+        optimizers[i].step()
 
 
-def restricted_backward_no_detach(peer1, peer2, opt1, opt2, x, y):
-    """Notebook 04's recipe (a): backward(inputs=...) keeps each loss to its own peer, even without a detach."""
-    loss1, loss2 = _as_written_losses(peer1(x), peer2(x), y)
-    opt1.zero_grad()
-    opt2.zero_grad()
-    loss1.backward(retain_graph=True, inputs=list(peer1.parameters()))
-    loss2.backward(inputs=list(peer2.parameters()))
-    opt1.step()
-    opt2.step()
+def autograd_grad_restricted(peers, optimizers, x, y):
+    """No detach at all: torch.autograd.grad restricted to each peer's own parameters keeps the losses apart."""
+    logits = [peer(x) for peer in peers]
+    probs = [F.softmax(out, dim=1) for out in logits]
+    grads = []
+    for i, peer in enumerate(peers):
+        grads.append(torch.autograd.grad(_loss(i, logits, probs, y), list(peer.parameters()), retain_graph=True))
+    for peer, optimizer, peer_grads in zip(peers, optimizers, grads):
+        for param, grad in zip(peer.parameters(), peer_grads):
+            param.grad = grad
+        optimizer.step()
 
 
-def manual_kl_formula(peer1, peer2, opt1, opt2, x, y):
-    """The KL written out by hand: sum of p_other * (log p_other - log p_self), averaged over the batch."""
-    logits1, logits2 = peer1(x), peer2(x)
-    log_p1, log_p2 = F.log_softmax(logits1, dim=1), F.log_softmax(logits2, dim=1)
-    kl1 = (log_p2.exp() * (log_p2 - log_p1)).sum(dim=1).mean()        # KL(p2 || p1): gradient only via log_p1...
-    kl2 = (log_p1.exp() * (log_p1 - log_p2)).sum(dim=1).mean()
-    loss1 = F.cross_entropy(logits1, y) + kl1
-    loss2 = F.cross_entropy(logits2, y) + kl2
-    opt1.zero_grad()
-    opt2.zero_grad()
-    loss1.backward(inputs=list(peer1.parameters()), retain_graph=True)   # ...so restrict each to its own peer
-    loss2.backward(inputs=list(peer2.parameters()))
-    opt1.step()
-    opt2.step()
+def manual_kl_with_inputs(peers, optimizers, x, y):
+    """KL written out by hand, no detach, each backward restricted to its own peer with inputs=."""
+    logits = [peer(x) for peer in peers]
+    log_p = [F.log_softmax(out, dim=1) for out in logits]
+    k = len(peers)
+    for optimizer in optimizers:
+        optimizer.zero_grad(set_to_none=False)
+    for i in range(k):
+        kl = sum((log_p[j].exp() * (log_p[j] - log_p[i])).sum(dim=1).mean() for j in range(k) if j != i) / (k - 1)
+        (F.cross_entropy(logits[i], y) + kl).backward(inputs=list(peers[i].parameters()), retain_graph=True)
+    for optimizer in optimizers:
+        optimizer.step()
 
 
 # Wrong answers
-def as_written(peer1, peer2, opt1, opt2, x, y):
-    loss1, loss2 = _as_written_losses(peer1(x), peer2(x), y)
-    opt1.zero_grad()
-    loss1.backward()
-    opt1.step()
-    opt2.zero_grad()
-    loss2.backward()
-    opt2.step()
+def two_peer_fix_in_a_loop(peers, optimizers, x, y):
+    """The worked fix's pairing carried over: each peer learns from its neighbour only."""
+    logits = [peer(x) for peer in peers]
+    k = len(peers)
+    for i in range(k):
+        target = F.softmax(logits[(i + 1) % k], dim=1).detach()
+        optimizers[i].zero_grad()
+        (F.cross_entropy(logits[i], y) + _kl(logits[i], target)).backward()
+        optimizers[i].step()
 
 
-def retain_graph_fix(peer1, peer2, opt1, opt2, x, y):
-    """The tempting fix: peer 1 steps while loss2's graph still runs through it."""
-    loss1, loss2 = _as_written_losses(peer1(x), peer2(x), y)
-    opt1.zero_grad()
-    loss1.backward(retain_graph=True)
-    opt1.step()
-    opt2.zero_grad()
-    loss2.backward()
-    opt2.step()
+def targets_not_detached_retain_graph_steps_last(peers, optimizers, x, y):
+    logits = [peer(x) for peer in peers]
+    probs = [F.softmax(out, dim=1) for out in logits]
+    for optimizer in optimizers:
+        optimizer.zero_grad()
+    losses = [_loss(i, logits, probs, y) for i in range(len(peers))]
+    for loss in losses:
+        loss.backward(retain_graph=True)
+    for optimizer in optimizers:
+        optimizer.step()
 
 
-def retain_graph_steps_last(peer1, peer2, opt1, opt2, x, y):
-    """Runs, but each peer is stepped with the gradient of loss1 + loss2."""
-    loss1, loss2 = _as_written_losses(peer1(x), peer2(x), y)
-    opt1.zero_grad()
-    opt2.zero_grad()
-    loss1.backward(retain_graph=True)
-    loss2.backward()
-    opt1.step()
-    opt2.step()
+def targets_not_detached(peers, optimizers, x, y):
+    logits = [peer(x) for peer in peers]
+    probs = [F.softmax(out, dim=1) for out in logits]
+    for i, optimizer in enumerate(optimizers):
+        optimizer.zero_grad()
+        _loss(i, logits, probs, y).backward()
+        optimizer.step()
 
 
-def detach_own_logits(peer1, peer2, opt1, opt2, x, y):
-    """The detach on the wrong side, each backward restricted to its own peer: the KL term gives nothing."""
-    logits1, logits2 = peer1(x), peer2(x)
-    loss1 = F.cross_entropy(logits1, y) + _kl(F.log_softmax(logits1.detach(), dim=1), F.softmax(logits2, dim=1))
-    loss2 = F.cross_entropy(logits2, y) + _kl(F.log_softmax(logits2.detach(), dim=1), F.softmax(logits1, dim=1))
-    opt1.zero_grad()
-    opt2.zero_grad()
-    loss1.backward(retain_graph=True, inputs=list(peer1.parameters()))
-    loss2.backward(inputs=list(peer2.parameters()))
-    opt1.step()
-    opt2.step()
+def targets_not_detached_retain_graph(peers, optimizers, x, y):
+    logits = [peer(x) for peer in peers]
+    probs = [F.softmax(out, dim=1) for out in logits]
+    for i, optimizer in enumerate(optimizers):
+        optimizer.zero_grad()
+        _loss(i, logits, probs, y).backward(retain_graph=True)
+        optimizer.step()
 
 
-def detach_whole_kl_term(peer1, peer2, opt1, opt2, x, y):
-    """A detach sprinkled on the KL term silences error 1 in the original order, and drops the KL gradient."""
-    logits1, logits2 = peer1(x), peer2(x)
-    loss1 = F.cross_entropy(logits1, y) + _kl(F.log_softmax(logits1, dim=1), F.softmax(logits2, dim=1)).detach()
-    loss2 = F.cross_entropy(logits2, y) + _kl(F.log_softmax(logits2, dim=1), F.softmax(logits1, dim=1)).detach()
-    opt1.zero_grad()
-    loss1.backward()
-    opt1.step()
-    opt2.zero_grad()
-    loss2.backward()
-    opt2.step()
+def sum_over_the_others(peers, optimizers, x, y):
+    logits = [peer(x) for peer in peers]
+    targets = [F.softmax(out, dim=1).detach() for out in logits]
+    for i, optimizer in enumerate(optimizers):
+        kl = sum(_kl(logits[i], targets[j]) for j in range(len(peers)) if j != i)
+        optimizer.zero_grad()
+        (F.cross_entropy(logits[i], y) + kl).backward()
+        optimizer.step()
 
 
-def swapped_kl_arguments(peer1, peer2, opt1, opt2, x, y):
-    """kl_div(other, self): the gradient flows through the target, i.e. the reversed KL(p_self || p_other)."""
-    logits1, logits2 = peer1(x), peer2(x)
-    loss1 = F.cross_entropy(logits1, y) + _kl(F.log_softmax(logits2, dim=1).detach(), F.softmax(logits1, dim=1))
-    loss2 = F.cross_entropy(logits2, y) + _kl(F.log_softmax(logits1, dim=1).detach(), F.softmax(logits2, dim=1))
-    opt1.zero_grad()
-    loss1.backward()
-    opt1.step()
-    opt2.zero_grad()
-    loss2.backward()
-    opt2.step()
+def mean_over_all_peers(peers, optimizers, x, y):
+    """The mean taken over all K predictions, the peer's own (detached) included."""
+    logits = [peer(x) for peer in peers]
+    targets = [F.softmax(out, dim=1).detach() for out in logits]
+    for i, optimizer in enumerate(optimizers):
+        kl = torch.stack([_kl(logits[i], target) for target in targets]).mean()
+        optimizer.zero_grad()
+        (F.cross_entropy(logits[i], y) + kl).backward()
+        optimizer.step()
 
 
-def detach_own_and_sum(peer1, peer2, opt1, opt2, x, y):
-    """Own log-probabilities detached, targets not, one backward of the sum: each peer gets the reversed KL."""
-    logits1, logits2 = peer1(x), peer2(x)
-    loss1 = F.cross_entropy(logits1, y) + _kl(F.log_softmax(logits1, dim=1).detach(), F.softmax(logits2, dim=1))
-    loss2 = F.cross_entropy(logits2, y) + _kl(F.log_softmax(logits2, dim=1).detach(), F.softmax(logits1, dim=1))
-    opt1.zero_grad()
-    opt2.zero_grad()
-    (loss1 + loss2).backward()
-    opt1.step()
-    opt2.step()
+def kl_direction_swapped(peers, optimizers, x, y):
+    logits = [peer(x) for peer in peers]
+    k = len(peers)
+    for i, optimizer in enumerate(optimizers):
+        kl = sum(F.kl_div(F.log_softmax(logits[j], dim=1).detach(), F.softmax(logits[i], dim=1),
+                          reduction="batchmean") for j in range(k) if j != i) / (k - 1)
+        optimizer.zero_grad()
+        (F.cross_entropy(logits[i], y) + kl).backward()
+        optimizer.step()
 
 
-def without_zero_grad(peer1, peer2, opt1, opt2, x, y):
-    loss1, loss2 = _detached_losses(peer1(x), peer2(x), y)
-    loss1.backward()
-    opt1.step()
-    loss2.backward()
-    opt2.step()
+def forward_inside_the_loop(peers, optimizers, x, y):
+    """Each peer's targets computed in the loop, after the earlier peers have stepped (Algorithm 1, K peers)."""
+    k = len(peers)
+    for i in range(k):
+        with torch.no_grad():
+            targets = {j: F.softmax(peers[j](x), dim=1) for j in range(k) if j != i}
+        logits = peers[i](x)
+        kl = sum(_kl(logits, target) for target in targets.values()) / (k - 1)
+        optimizers[i].zero_grad()
+        (F.cross_entropy(logits, y) + kl).backward()
+        optimizers[i].step()
 
 
-def paper_alternating_schedule(peer1, peer2, opt1, opt2, x, y):
-    """Algorithm 1 of the paper: update peer 1, then recompute both predictions, then update peer 2."""
-    loss1, _ = _detached_losses(peer1(x), peer2(x), y)
-    opt1.zero_grad()
-    loss1.backward()
-    opt1.step()
-    _, loss2 = _detached_losses(peer1(x), peer2(x), y)
-    opt2.zero_grad()
-    loss2.backward()
-    opt2.step()
+def own_logits_detached(peers, optimizers, x, y):
+    logits = [peer(x) for peer in peers]
+    targets = [F.softmax(out, dim=1).detach() for out in logits]
+    for i, optimizer in enumerate(optimizers):
+        others = [j for j in range(len(peers)) if j != i]
+        kl = sum(_kl(logits[i].detach(), targets[j]) for j in others) / len(others)
+        optimizer.zero_grad()
+        (F.cross_entropy(logits[i], y) + kl).backward()
+        optimizer.step()
 
 
-def peer1_stepped_before_loss2(peer1, peer2, opt1, opt2, x, y):
-    """Peer 1's target detached, but loss2 built after peer 1's step on the old, non-detached softmax(logits1)."""
-    logits1, logits2 = peer1(x), peer2(x)
-    loss1 = F.cross_entropy(logits1, y) + _kl(F.log_softmax(logits1, dim=1), F.softmax(logits2, dim=1).detach())
-    opt1.zero_grad()
-    loss1.backward(retain_graph=True)
-    opt1.step()
-    loss2 = F.cross_entropy(logits2, y) + _kl(F.log_softmax(logits2, dim=1), F.softmax(logits1, dim=1))
-    opt2.zero_grad()
-    loss2.backward()
-    opt2.step()
+def without_zero_grad(peers, optimizers, x, y):
+    logits = [peer(x) for peer in peers]
+    targets = [F.softmax(out, dim=1).detach() for out in logits]
+    for i, optimizer in enumerate(optimizers):
+        _loss(i, logits, targets, y).backward()
+        optimizer.step()
 
 
-def kl_reduction_mean(peer1, peer2, opt1, opt2, x, y):
-    """reduction='mean' divides the KL by batch x classes instead of the batch."""
+def kl_reduction_mean(peers, optimizers, x, y):
     warnings.filterwarnings("ignore", message="reduction: 'mean'", category=UserWarning)  # torch warns about it
-    logits1, logits2 = peer1(x), peer2(x)
-    target1, target2 = F.softmax(logits1, dim=1).detach(), F.softmax(logits2, dim=1).detach()
-    loss1 = F.cross_entropy(logits1, y) + F.kl_div(F.log_softmax(logits1, dim=1), target2, reduction="mean")
-    loss2 = F.cross_entropy(logits2, y) + F.kl_div(F.log_softmax(logits2, dim=1), target1, reduction="mean")
-    opt1.zero_grad()
-    opt2.zero_grad()
-    (loss1 + loss2).backward()
-    opt1.step()
-    opt2.step()
+    logits = [peer(x) for peer in peers]
+    targets = [F.softmax(out, dim=1).detach() for out in logits]
+    k = len(peers)
+    for i, optimizer in enumerate(optimizers):
+        kl = sum(F.kl_div(F.log_softmax(logits[i], dim=1), targets[j], reduction="mean")
+                 for j in range(k) if j != i) / (k - 1)
+        optimizer.zero_grad()
+        (F.cross_entropy(logits[i], y) + kl).backward()
+        optimizer.step()
 
 
-def averaged_losses(peer1, peer2, opt1, opt2, x, y):
-    loss1, loss2 = _detached_losses(peer1(x), peer2(x), y)
-    opt1.zero_grad()
-    opt2.zero_grad()
-    ((loss1 + loss2) / 2).backward()
-    opt1.step()
-    opt2.step()
+def losses_averaged_over_peers(peers, optimizers, x, y):
+    for optimizer in optimizers:
+        optimizer.zero_grad()
+    logits = [peer(x) for peer in peers]
+    targets = [F.softmax(out, dim=1).detach() for out in logits]
+    (sum(_loss(i, logits, targets, y) for i in range(len(peers))) / len(peers)).backward()
+    for optimizer in optimizers:
+        optimizer.step()
 
 
-def forgets_peer2_step(peer1, peer2, opt1, opt2, x, y):
-    loss1, loss2 = _detached_losses(peer1(x), peer2(x), y)
-    opt1.zero_grad()
-    opt2.zero_grad()
-    (loss1 + loss2).backward()
-    opt1.step()
+def only_two_peers(peers, optimizers, x, y):
+    """Written for the worked fix's two peers: a third peer is never stepped."""
+    (p1, p2), (o1, o2) = peers[:2], optimizers[:2]
+    l1, l2 = p1(x), p2(x)
+    for logits, other, optimizer in ((l1, l2, o1), (l2, l1, o2)):
+        optimizer.zero_grad()
+        (F.cross_entropy(logits, y) + _kl(logits, F.softmax(other, dim=1).detach())).backward()
+        optimizer.step()
 
 
-def zero_grad_after_backward(peer1, peer2, opt1, opt2, x, y):
-    loss1, loss2 = _detached_losses(peer1(x), peer2(x), y)
-    (loss1 + loss2).backward()
-    opt1.zero_grad()
-    opt2.zero_grad()
-    opt1.step()
-    opt2.step()
+_last_targets = {}
+
+
+def caches_the_targets(peers, optimizers, x, y):
+    """State across calls: targets memoised by the input tensor, "to save forward passes"."""
+    logits = [peer(x) for peer in peers]
+    targets = _last_targets.setdefault((id(x), len(peers)), [F.softmax(out, dim=1).detach() for out in logits])
+    for i, optimizer in enumerate(optimizers):
+        optimizer.zero_grad()
+        _loss(i, logits, targets, y).backward()
+        optimizer.step()
+
+
+def leaves_the_peers_frozen_but_one(peers, optimizers, x, y):
+    """Freezes the other peers for each peer's update (a common idiom) and never unfreezes the last ones."""
+    logits = [peer(x) for peer in peers]
+    targets = [F.softmax(out, dim=1).detach() for out in logits]
+    for i, optimizer in enumerate(optimizers):
+        for j, peer in enumerate(peers):
+            peer.requires_grad_(j == i)
+        optimizer.zero_grad()
+        _loss(i, logits, targets, y).backward()
+        optimizer.step()
+
+
+def takes_a_peer_out_of_the_list(peers, optimizers, x, y):
+    """pop()s from the lists it was given while looping."""
+    logits = [peer(x) for peer in peers]
+    targets = [F.softmax(out, dim=1).detach() for out in logits]
+    i = 0
+    while optimizers:
+        optimizer = optimizers.pop(0)
+        optimizer.zero_grad()
+        _loss(i, logits, targets, y).backward()
+        optimizer.step()
+        i += 1
 
 
 OTHER_CORRECT = {
-    "mutual_step": [detach_and_one_backward, autograd_grad_per_peer, peer2_first_with_log_target,
-                    restricted_backward_no_detach, manual_kl_formula],
+    "mutual_step": [all_forwards_then_each_peer, one_backward_of_the_sum, targets_from_a_no_grad_pass_reverse_order,
+                    autograd_grad_restricted, manual_kl_with_inputs],
 }
 
 WRONG_ANSWERS = {
     "mutual_step": [
-        (as_written, "raised Error 1"),
-        (retain_graph_fix, "raised Error 2"),
-        (retain_graph_steps_last, "gradient of loss1 + loss2"),
-        (detach_own_logits, "got only its cross-entropy gradient"),
-        (detach_whole_kl_term, "got only its cross-entropy gradient"),
-        (swapped_kl_arguments, "the reversed direction"),
-        (detach_own_and_sum, "the reversed direction"),
+        (two_peer_fix_in_a_loop, "learned nothing from peers["),
+        (targets_not_detached_retain_graph_steps_last, "the gradient of every peer's loss"),
+        (targets_not_detached, "raised Error 1"),
+        (targets_not_detached_retain_graph, "raised Error 2"),
+        (sum_over_the_others, "summed over the other peers, not averaged"),
+        (mean_over_all_peers, "averaged over all 3 peers, itself included"),
+        (kl_direction_swapped, "the reversed direction"),
+        (forward_inside_the_loop, "targets came from peers that had already stepped"),
+        (own_logits_detached, "got only its cross-entropy gradient"),
         (without_zero_grad, "gradients pile up"),
-        (paper_alternating_schedule, "new forward pass between the two updates"),
-        (peer1_stepped_before_loss2, "raised Error 2"),
         (kl_reduction_mean, "reduction='mean'"),
-        (averaged_losses, "0.5 times the gradient of loss1"),
-        (forgets_peer2_step, "peer 2's optimizer was never stepped"),
-        (zero_grad_after_backward, "zero_grad() before backward()"),
+        (losses_averaged_over_peers, "with weight 0.333"),
+        (only_two_peers, "optimizers[2] was never stepped"),
+        (caches_the_targets, "predictions from an earlier step"),
+        (leaves_the_peers_frozen_but_one, "requires_grad changed"),
+        (takes_a_peer_out_of_the_list, "changed the lists it was given"),
     ],
 }

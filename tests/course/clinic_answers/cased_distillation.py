@@ -1,4 +1,5 @@
-"""Notebook 06, case 4 (distillation): alternative correct answers and plausible wrong ones for ``distill_step``."""
+"""Notebook 07, case 1 (online distillation): other correct answers and plausible wrong ones for
+``online_distill_step``, each wrong one with the diagnosis it must get."""
 import warnings
 
 import torch
@@ -11,181 +12,300 @@ def _soft(student_logits, teacher_logits, temperature):
                                                 reduction="batchmean")
 
 
-def _step(optimizer, loss):
+def _student_loss(student_logits, teacher_logits, y, temperature, alpha):
+    return alpha * _soft(student_logits, teacher_logits, temperature) + \
+        (1 - alpha) * F.cross_entropy(student_logits, y)
+
+
+def _step(optimizer, loss, **kwargs):
     optimizer.zero_grad()
-    loss.backward()
+    loss.backward(**kwargs)
     optimizer.step()
 
 
-# Alternative correct answers
-def step_detach_and_log_target(student, teacher, optimizer, x, y, temperature, alpha):
-    """Teacher forward recorded but its logits detached; kl_div with log-probabilities on both sides."""
-    teacher.eval()
-    teacher_logits = teacher(x).detach()
-    student_logits = student(x)
-    soft = F.kl_div(F.log_softmax(student_logits / temperature, dim=1),
-                    F.log_softmax(teacher_logits / temperature, dim=1), reduction="batchmean", log_target=True)
-    _step(optimizer, alpha * temperature ** 2 * soft + (1 - alpha) * F.cross_entropy(student_logits, y))
+# Other correct answers
+def student_first(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """The student steps first: with detached targets, the order does not matter."""
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_student, _student_loss(student_logits, teacher_logits.detach(), y, temperature, alpha))
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
 
 
-def step_frozen_teacher_autograd_grad(student, teacher, optimizer, x, y, temperature, alpha):
-    """requires_grad_(False) instead of no_grad; the KL written out by hand; gradients via autograd.grad."""
-    teacher.eval().requires_grad_(False)
-    student_logits = student(x)
-    teacher_probs = F.softmax(teacher(x) / temperature, dim=1)
-    student_log_probs = F.log_softmax(student_logits / temperature, dim=1)
-    kl = (teacher_probs * (teacher_probs.log() - student_log_probs)).sum(dim=1).mean()
-    loss = alpha * temperature ** 2 * kl + (1 - alpha) * F.cross_entropy(student_logits, y)
-    params = list(student.parameters())
-    for param, grad in zip(params, torch.autograd.grad(loss, params)):
+def one_backward_of_the_sum(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """Both losses summed into one backward: right, because the student's loss cannot reach the teacher."""
+    teacher_logits, student_logits = teacher(x), student(x)
+    targets = teacher_logits.detach()
+    opt_student.zero_grad()
+    opt_teacher.zero_grad()
+    (F.cross_entropy(teacher_logits, y) + _student_loss(student_logits, targets, y, temperature, alpha)).backward()
+    opt_teacher.step()
+    opt_student.step()
+
+
+def with_autograd_grad_and_log_target(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """autograd.grad for both, kl_div with log-probabilities on both sides."""
+    teacher_logits, student_logits = teacher(x), student(x)
+    teacher_params, student_params = list(teacher.parameters()), list(student.parameters())
+    for param, grad in zip(teacher_params, torch.autograd.grad(F.cross_entropy(teacher_logits, y), teacher_params)):
         param.grad = grad
-    optimizer.step()
+    targets = F.log_softmax(teacher_logits.detach() / temperature, dim=1)
+    soft = F.kl_div(F.log_softmax(student_logits / temperature, dim=1), targets, reduction="batchmean",
+                    log_target=True)
+    loss = alpha * temperature ** 2 * soft + (1 - alpha) * F.cross_entropy(student_logits, y)
+    for param, grad in zip(student_params, torch.autograd.grad(loss, student_params)):
+        param.grad = grad
+    opt_teacher.step()
+    opt_student.step()
 
 
-def step_backward_restricted_to_student(student, teacher, optimizer, x, y, temperature, alpha):
-    """The teacher's forward recorded (eval mode), but backward(inputs=...) never goes into the teacher."""
-    teacher.eval()
-    student_logits, teacher_logits = student(x), teacher(x)
-    loss = alpha * _soft(student_logits, teacher_logits, temperature) + (1 - alpha) * F.cross_entropy(student_logits, y)
-    optimizer.zero_grad()
-    loss.backward(inputs=list(student.parameters()))
-    optimizer.step()
+def restricted_backward_without_detach(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """No detach: backward(inputs=student's parameters) never enters the teacher's graph, even after its step."""
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    _step(opt_student, _student_loss(student_logits, teacher_logits, y, temperature, alpha),
+          inputs=list(student.parameters()))
+
+
+def targets_read_under_no_grad_of_the_same_forward(student, teacher, opt_student, opt_teacher, x, y, temperature,
+                                                  alpha):
+    """The KL written by hand, the targets copied out of the one forward pass with .clone() under no_grad."""
+    teacher_logits = teacher(x)
+    with torch.no_grad():
+        probs = F.softmax(teacher_logits.clone() / temperature, dim=1)
+    opt_teacher.zero_grad(set_to_none=False)
+    F.cross_entropy(teacher_logits, y).backward()
+    opt_teacher.step()
+    student_logits = student(x)
+    log_q = F.log_softmax(student_logits / temperature, dim=1)
+    kl = (probs * (probs.log() - log_q)).sum(dim=1).mean()
+    _step(opt_student, alpha * temperature * temperature * kl + (1 - alpha) * F.cross_entropy(student_logits, y))
 
 
 # Wrong answers
-def step_teacher_recorded(student, teacher, optimizer, x, y, temperature, alpha):
-    """The usual step: teacher in eval mode, but its forward recorded, so backward reaches it."""
+def copies_the_worked_fix(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """The frozen-teacher fix copied over: eval mode, no_grad; the teacher never learns."""
     teacher.eval()
-    teacher_logits, student_logits = teacher(x), student(x)
-    _step(optimizer, alpha * _soft(student_logits, teacher_logits, temperature)
-          + (1 - alpha) * F.cross_entropy(student_logits, y))
-
-
-def step_retain_graph_teacher_recorded(student, teacher, optimizer, x, y, temperature, alpha):
-    """The error-1 habit: soft and hard terms backward separately, the first with retain_graph=True."""
-    teacher.eval()
-    teacher_logits, student_logits = teacher(x), student(x)
-    optimizer.zero_grad()
-    (alpha * _soft(student_logits, teacher_logits, temperature)).backward(retain_graph=True)
-    ((1 - alpha) * F.cross_entropy(student_logits, y)).backward()
-    optimizer.step()
-
-
-def step_teacher_in_train_mode(student, teacher, optimizer, x, y, temperature, alpha):
-    """no_grad, but the teacher left in train mode (as loaded): BatchNorm uses batch statistics and updates."""
     with torch.no_grad():
         teacher_logits = teacher(x)
-    student_logits = student(x)
-    _step(optimizer, alpha * _soft(student_logits, teacher_logits, temperature)
-          + (1 - alpha) * F.cross_entropy(student_logits, y))
+    _step(opt_student, _student_loss(student(x), teacher_logits, y, temperature, alpha))
 
 
-def step_teacher_trained_too(student, teacher, optimizer, x, y, temperature, alpha):
-    """The teacher also fine-tuned on the labels in the same step."""
+def frozen_teacher_then_trained_in_eval_mode(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """eval() for the teacher, put back to train() at the end: its forward ran in eval mode."""
     teacher.eval()
-    teacher_opt = torch.optim.SGD(teacher.parameters(), lr=0.01)
     teacher_logits, student_logits = teacher(x), student(x)
-    teacher_opt.zero_grad()
-    F.cross_entropy(teacher_logits, y).backward()
-    teacher_opt.step()
-    _step(optimizer, alpha * _soft(student_logits, teacher_logits.detach(), temperature)
-          + (1 - alpha) * F.cross_entropy(student_logits, y))
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    _step(opt_student, _student_loss(student_logits, teacher_logits.detach(), y, temperature, alpha))
+    teacher.train()
 
 
-def _frozen_logits(teacher, x):
+def requires_grad_switched_off(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    teacher.requires_grad_(False)
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_student, _student_loss(student_logits, teacher_logits, y, temperature, alpha))
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+
+
+def requires_grad_off_for_targets_and_left_off(student, teacher, opt_student, opt_teacher, x, y, temperature,
+                                               alpha):
+    """Trains the teacher first, then freezes it "for the targets" and never switches it back on."""
+    teacher_logits = teacher(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    teacher.requires_grad_(False)
+    _step(opt_student, _student_loss(student(x), teacher_logits.detach(), y, temperature, alpha))
+
+
+def teacher_steps_first_not_detached(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """The notebook's error 1: the student's loss leads back into the freed teacher graph."""
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    _step(opt_student, _student_loss(student_logits, teacher_logits, y, temperature, alpha))
+
+
+def teacher_steps_first_retain_graph(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """The notebook's error 2: retain_graph=True, then the step changes weights the teacher's graph saved."""
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y), retain_graph=True)
+    _step(opt_student, _student_loss(student_logits, teacher_logits, y, temperature, alpha))
+
+
+def one_backward_not_detached(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """No error at all: one backward of the sum, the teacher's logits not detached."""
+    teacher_logits, student_logits = teacher(x), student(x)
+    opt_teacher.zero_grad()
+    opt_student.zero_grad()
+    (F.cross_entropy(teacher_logits, y) + _student_loss(student_logits, teacher_logits, y, temperature,
+                                                          alpha)).backward()
+    opt_teacher.step()
+    opt_student.step()
+
+
+def second_teacher_forward_after_its_step(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """Silences error 1 with a fresh teacher forward: the student learns from the moved teacher."""
+    _step(opt_teacher, F.cross_entropy(teacher(x), y))
+    with torch.no_grad():
+        teacher_logits = teacher(x)
+    _step(opt_student, _student_loss(student(x), teacher_logits, y, temperature, alpha))
+
+
+def targets_from_a_second_forward_before_the_step(student, teacher, opt_student, opt_teacher, x, y, temperature,
+                                                  alpha):
+    """Right gradients, but two train-mode teacher forwards: BatchNorm's running statistics move twice."""
+    with torch.no_grad():
+        targets = teacher(x)
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    _step(opt_student, _student_loss(student_logits, targets, y, temperature, alpha))
+
+
+def targets_in_eval_mode(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """The teacher learns in train mode, but the student's targets come from an eval-mode pass."""
+    teacher_logits = teacher(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y), retain_graph=False)
     teacher.eval()
     with torch.no_grad():
-        return teacher(x)
+        targets = teacher(x)
+    teacher.train()
+    _step(opt_student, _student_loss(student(x), targets, y, temperature, alpha))
 
 
-def step_without_t_squared(student, teacher, optimizer, x, y, temperature, alpha):
-    teacher_logits, student_logits = _frozen_logits(teacher, x), student(x)
+def kl_swapped(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    targets = teacher_logits.detach()
+    soft = F.kl_div(F.log_softmax(targets / temperature, dim=1), F.softmax(student_logits / temperature, dim=1),
+                    reduction="batchmean")
+    _step(opt_student, alpha * temperature ** 2 * soft + (1 - alpha) * F.cross_entropy(student_logits, y))
+
+
+def without_t_squared(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
     soft = F.kl_div(F.log_softmax(student_logits / temperature, dim=1),
-                    F.softmax(teacher_logits / temperature, dim=1), reduction="batchmean")
-    _step(optimizer, alpha * soft + (1 - alpha) * F.cross_entropy(student_logits, y))
+                    F.softmax(teacher_logits.detach() / temperature, dim=1), reduction="batchmean")
+    _step(opt_student, alpha * soft + (1 - alpha) * F.cross_entropy(student_logits, y))
 
 
-def step_kl_swapped(student, teacher, optimizer, x, y, temperature, alpha):
-    """softmax on the student, log_softmax on the teacher: KL(student || teacher)."""
-    teacher_logits, student_logits = _frozen_logits(teacher, x), student(x)
-    soft = F.kl_div(F.log_softmax(teacher_logits / temperature, dim=1),
-                    F.softmax(student_logits / temperature, dim=1), reduction="batchmean")
-    _step(optimizer, alpha * temperature ** 2 * soft + (1 - alpha) * F.cross_entropy(student_logits, y))
+def alpha_swapped(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    _step(opt_student, _student_loss(student_logits, teacher_logits.detach(), y, temperature, 1 - alpha))
 
 
-def step_reduction_mean(student, teacher, optimizer, x, y, temperature, alpha):
-    teacher_logits, student_logits = _frozen_logits(teacher, x), student(x)
-    with warnings.catch_warnings():   # torch warns that "mean" is not the KL's mean; the checker must say so too
+def reduction_mean(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         soft = F.kl_div(F.log_softmax(student_logits / temperature, dim=1),
-                        F.softmax(teacher_logits / temperature, dim=1), reduction="mean")
-    _step(optimizer, alpha * temperature ** 2 * soft + (1 - alpha) * F.cross_entropy(student_logits, y))
+                        F.softmax(teacher_logits.detach() / temperature, dim=1), reduction="mean")
+    _step(opt_student, alpha * temperature ** 2 * soft + (1 - alpha) * F.cross_entropy(student_logits, y))
 
 
-def step_forgets_zero_grad(student, teacher, optimizer, x, y, temperature, alpha):
-    teacher_logits, student_logits = _frozen_logits(teacher, x), student(x)
-    loss = alpha * _soft(student_logits, teacher_logits, temperature) + (1 - alpha) * F.cross_entropy(student_logits, y)
-    loss.backward()
-    optimizer.step()
-
-
-def step_detaches_the_student(student, teacher, optimizer, x, y, temperature, alpha):
-    """.detach() sprinkled on the wrong logits: the soft term no longer reaches the student."""
-    teacher.eval()
+def forgets_the_teachers_zero_grad(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
     teacher_logits, student_logits = teacher(x), student(x)
-    _step(optimizer, alpha * _soft(student_logits.detach(), teacher_logits, temperature)
-          + (1 - alpha) * F.cross_entropy(student_logits, y))
+    F.cross_entropy(teacher_logits, y).backward()
+    opt_teacher.step()
+    _step(opt_student, _student_loss(student_logits, teacher_logits.detach(), y, temperature, alpha))
 
 
-def step_alpha_swapped(student, teacher, optimizer, x, y, temperature, alpha):
-    teacher_logits, student_logits = _frozen_logits(teacher, x), student(x)
-    _step(optimizer, (1 - alpha) * _soft(student_logits, teacher_logits, temperature)
-          + alpha * F.cross_entropy(student_logits, y))
+def forgets_the_students_zero_grad(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    _student_loss(student_logits, teacher_logits.detach(), y, temperature, alpha).backward()
+    opt_student.step()
 
 
-def step_log_target_forgotten(student, teacher, optimizer, x, y, temperature, alpha):
-    teacher_logits, student_logits = _frozen_logits(teacher, x), student(x)
-    soft = F.kl_div(F.log_softmax(student_logits / temperature, dim=1),
-                    F.log_softmax(teacher_logits / temperature, dim=1), reduction="batchmean")
-    _step(optimizer, alpha * temperature ** 2 * soft + (1 - alpha) * F.cross_entropy(student_logits, y))
+def teacher_loss_weighted_too(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """(1 - alpha) on the teacher's cross-entropy as well."""
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, (1 - alpha) * F.cross_entropy(teacher_logits, y))
+    _step(opt_student, _student_loss(student_logits, teacher_logits.detach(), y, temperature, alpha))
 
 
-def step_swapped_without_t_squared(student, teacher, optimizer, x, y, temperature, alpha):
-    teacher_logits, student_logits = _frozen_logits(teacher, x), student(x)
-    soft = F.kl_div(F.log_softmax(teacher_logits / temperature, dim=1),
-                    F.softmax(student_logits / temperature, dim=1), reduction="batchmean")
-    _step(optimizer, alpha * soft + (1 - alpha) * F.cross_entropy(student_logits, y))
+def never_steps_the_teacher(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_student, _student_loss(student_logits, teacher_logits.detach(), y, temperature, alpha))
 
 
-def step_backward_twice(student, teacher, optimizer, x, y, temperature, alpha):
-    """Two backward passes through the student's graph, the first without retain_graph."""
-    teacher_logits, student_logits = _frozen_logits(teacher, x), student(x)
-    optimizer.zero_grad()
-    (alpha * _soft(student_logits, teacher_logits, temperature)).backward()
-    ((1 - alpha) * F.cross_entropy(student_logits, y)).backward()
-    optimizer.step()
+def its_own_student_optimizer(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """An SGD made inside the step instead of the opt_student handed over."""
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    mine = torch.optim.SGD(student.parameters(), lr=0.1)
+    _step(mine, _student_loss(student_logits, teacher_logits.detach(), y, temperature, alpha))
+    opt_student.step()   # "to be safe": with zero grads... but SGD steps nothing new, Adam's state differs
+
+
+_memory = {}
+
+
+def caches_the_first_targets(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """State carried from call to call: the teacher's targets computed once per teacher and reused."""
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    targets = _memory.setdefault(id(teacher), teacher_logits.detach())
+    _step(opt_student, _student_loss(student_logits, targets, y, temperature, alpha))
+
+
+def previous_teacher_as_target(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """State carried in a function attribute: last call's teacher logits "smooth" this call's targets."""
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    targets = teacher_logits.detach()
+    last = getattr(previous_teacher_as_target, "last", None)
+    previous_teacher_as_target.last = targets
+    if last is not None and last.shape == targets.shape:
+        targets = 0.5 * (targets + last)
+    _step(opt_student, _student_loss(student_logits, targets, y, temperature, alpha))
+
+
+def halves_the_learning_rate(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """Changes state the contract does not mention: the teacher's optimizer's learning rate."""
+    for group in opt_teacher.param_groups:
+        group["lr"] = group["lr"] * 0.5
+    student_first(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha)
+
+
+def puts_the_student_in_eval_mode(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    student_first(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha)
+    student.eval()
+
+
+def raises(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    raise ValueError("oops")
 
 
 OTHER_CORRECT = {
-    "distill_step": [step_detach_and_log_target, step_frozen_teacher_autograd_grad,
-                     step_backward_restricted_to_student],
+    "online_distill_step": [student_first, one_backward_of_the_sum, with_autograd_grad_and_log_target,
+                            restricted_backward_without_detach, targets_read_under_no_grad_of_the_same_forward],
 }
 
 WRONG_ANSWERS = {
-    "distill_step": [
-        (step_teacher_recorded, "backward() went through the teacher"),
-        (step_teacher_recorded, "The student's gradient itself is right"),
-        (step_retain_graph_teacher_recorded, "backward() went through the teacher"),
-        (step_teacher_in_train_mode, "ran in train mode"),
-        (step_teacher_trained_too, "the teacher's weights changed"),
-        (step_without_t_squared, "= 1/T^2 (T = 3): the T^2 factor is missing"),
-        (step_kl_swapped, "KL the wrong way round"),
-        (step_reduction_mean, "reduction=\"mean\" averages over classes"),
-        (step_forgets_zero_grad, "still contained the previous step's"),
-        (step_detaches_the_student, "The soft (KL) term gave the student no gradient"),
-        (step_alpha_swapped, "alpha and 1 - alpha are swapped"),
-        (step_log_target_forgotten, "without log_target=True"),
-        (step_swapped_without_t_squared, "KL the wrong way round. F.kl_div(input, target)"),
-        (step_backward_twice, "add the soft and the hard term into one loss"),
+    "online_distill_step": [
+        (copies_the_worked_fix, "left the teacher in eval mode. Unlike the worked fix, this teacher learns"),
+        (frozen_teacher_then_trained_in_eval_mode, "its cross-entropy in eval mode"),
+        (requires_grad_switched_off, "A loss had no graph to run backward through"),
+        (requires_grad_off_for_targets_and_left_off, "switched off the teacher's requires_grad"),
+        (teacher_steps_first_not_detached, "which the teacher's backward had already freed"),
+        (teacher_steps_first_retain_graph, "retain_graph=True keeps saved tensors"),
+        (one_backward_not_detached, "went into it without .detach()"),
+        (second_teacher_forward_after_its_step, "computed after opt_teacher.step()"),
+        (targets_from_a_second_forward_before_the_step, "The teacher ran 2 forward passes"),
+        (targets_in_eval_mode, "The student learned from the teacher's eval-mode logits"),
+        (kl_swapped, "KL the wrong way round"),
+        (without_t_squared, "the T^2 factor is missing"),
+        (alpha_swapped, "Alpha and 1 - alpha are swapped"),
+        (reduction_mean, "reduction=\"mean\" averages over classes"),
+        (forgets_the_teachers_zero_grad, "opt_teacher.zero_grad()"),
+        (forgets_the_students_zero_grad, "opt_student.zero_grad()"),
+        (teacher_loss_weighted_too, "Its loss is F.cross_entropy(teacher_logits, y), unweighted"),
+        (never_steps_the_teacher, "opt_teacher was never stepped"),
+        (its_own_student_optimizer, "changed other than through opt_student.step()"),
+        (caches_the_first_targets, "look for something kept from one call to the next"),
+        (previous_teacher_as_target, "look for something kept from one call to the next"),
+        (halves_the_learning_rate, "changed opt_teacher's settings"),
+        (puts_the_student_in_eval_mode, "student is now in eval mode"),
+        (raises, "raised ValueError: oops"),
     ],
 }

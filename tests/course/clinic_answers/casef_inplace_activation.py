@@ -1,116 +1,169 @@
-"""Notebook 06, case 6 (fixed_forward): other correct answers and plausible wrong ones, with their diagnoses."""
+"""Notebook 07, case 3 (fixed_forward, the residual head written in place): other correct answers and plausible
+wrong ones, with their diagnoses."""
 import torch
 import torch.nn.functional as F
 
 
-# Other correct answers: each leaves the h that cls_head saved unchanged, and keeps every gradient path.
-def forward_with_a_copy_for_the_head(encoder, cls_head, reg_head, x):
+# Other correct answers: each leaves every saved tensor as it was saved, and keeps every gradient path.
+def out_of_place(encoder, cls_head, reg_head, x):
+    h = encoder(x)
+    return cls_head(h), reg_head.out(torch.relu(h + reg_head.fc(h)))
+
+
+def relu_in_place_on_the_new_sum(encoder, cls_head, reg_head, x):
+    h = encoder(x)
+    r = h + reg_head.fc(h)            # a new tensor that nobody saved...
+    return cls_head(h), reg_head.out(r.relu_())   # ...so an in-place ReLU on it is fine
+
+
+def add_in_place_into_a_copy(encoder, cls_head, reg_head, x):
+    h = encoder(x)
+    r = h.clone()                     # fc reads h, not r; the copy is rewritten, and nobody saved it
+    r += reg_head.fc(h)
+    return cls_head(h), reg_head.out(F.relu(r))
+
+
+def functional_layers(encoder, cls_head, reg_head, x):
+    h = encoder(x)
+    skip = torch.add(h, F.linear(h, reg_head.fc.weight, reg_head.fc.bias))
+    value = F.linear(torch.clamp(skip, min=0), reg_head.out.weight, reg_head.out.bias)
+    return F.linear(h, cls_head.weight, cls_head.bias), value
+
+
+def regression_head_first(encoder, cls_head, reg_head, x):
+    h = encoder(x)
+    value = reg_head.out(torch.relu(h + reg_head.fc(h)))   # out of place: the order no longer matters
+    return cls_head(h), value
+
+
+# Wrong answers
+def as_written(encoder, cls_head, reg_head, x):
+    h = encoder(x)
+    return cls_head(h), reg_head(h)
+
+
+def worked_fix_copied(encoder, cls_head, reg_head, x):
+    """The clone from the case's "what to remember": the head still rewrites its own copy after fc saved it."""
     h = encoder(x)
     return cls_head(h), reg_head(h.clone())
 
 
-def forward_switching_inplace_off(encoder, cls_head, reg_head, x):
-    reg_head[0].inplace = False
-    h = encoder(x)
-    return cls_head(h), reg_head(h)
-
-
-def forward_copy_first_then_classifier(encoder, cls_head, reg_head, x):
-    h = encoder(x)
-    value = reg_head(h.clone())  # the regression head first: fine, it rewrites only its copy
-    return cls_head(h), value
-
-
-def forward_functional(encoder, cls_head, reg_head, x):
-    h = encoder(x)
-    linear = reg_head[1]
-    return cls_head(h), F.linear(F.relu(h), linear.weight, linear.bias)
-
-
-def forward_clone_then_relu_(encoder, cls_head, reg_head, x):
-    h = encoder(x)
-    features = h.clone()
-    features.relu_()  # in place on a tensor nobody saved: allowed
-    return cls_head(h), reg_head[1](features)
-
-
-def forward_copy_for_the_classifier(encoder, cls_head, reg_head, x):
-    h = encoder(x)
-    logits = cls_head(h.clone())  # the classifier saves its own copy; the ReLU may then rewrite h
-    return logits, reg_head(h)
-
-
-# Wrong answers
-def forward_as_written(encoder, cls_head, reg_head, x):
-    h = encoder(x)
-    return cls_head(h), reg_head(h)
-
-
-def forward_detached(encoder, cls_head, reg_head, x):
+def detached(encoder, cls_head, reg_head, x):
+    """The head called on an alias: it shares h's version counter, and the head's own fc saved it."""
     h = encoder(x)
     return cls_head(h), reg_head(h.detach())
 
 
-def forward_detached_copy(encoder, cls_head, reg_head, x):
+def out_of_place_on_a_detached_copy(encoder, cls_head, reg_head, x):
+    """Out of place, but on h.detach(): runs, and the regression loss no longer reaches the encoder."""
+    h = encoder(x)
+    features = h.detach()
+    return cls_head(h), reg_head.out(torch.relu(features + reg_head.fc(features)))
+
+
+def clone_detach_then_the_head(encoder, cls_head, reg_head, x):
     h = encoder(x)
     return cls_head(h), reg_head(h.detach().clone())
 
 
-def forward_through_data(encoder, cls_head, reg_head, x):
-    h = encoder(x)
-    return cls_head(h), reg_head(h.data)
-
-
-def forward_head_under_no_grad(encoder, cls_head, reg_head, x):
+def skip_added_through_data(encoder, cls_head, reg_head, x):
+    """The += done on h.data, which autograd does not see: silently wrong gradients."""
     h = encoder(x)
     logits = cls_head(h)
-    with torch.no_grad():
-        value = reg_head(h.clone())
-    return logits, value
+    features = h.data
+    features += reg_head.fc(h)
+    return logits, reg_head.out(torch.relu(features))
 
 
-def forward_regression_head_first(encoder, cls_head, reg_head, x):
+def only_the_relu_out_of_place(encoder, cls_head, reg_head, x):
+    """The worked fix's idea applied to the ReLU only: the += still rewrites what fc saved."""
+    h = encoder(x)
+    h2 = h.clone()
+    h2 += reg_head.fc(h2)
+    return cls_head(h), reg_head.out(torch.relu(h2))
+
+
+def without_the_relu(encoder, cls_head, reg_head, x):
+    h = encoder(x)
+    return cls_head(h), reg_head.out(h + reg_head.fc(h))
+
+
+def without_the_skip(encoder, cls_head, reg_head, x):
+    h = encoder(x)
+    return cls_head(h), reg_head.out(torch.relu(reg_head.fc(h)))
+
+
+def relu_before_the_addition(encoder, cls_head, reg_head, x):
+    h = encoder(x)
+    return cls_head(h), reg_head.out(torch.relu(h) + reg_head.fc(h))
+
+
+def head_first_in_place(encoder, cls_head, reg_head, x):
+    """The in-place head first: the classifier then reads the rewritten h."""
     h = encoder(x)
     value = reg_head(h)
+    return cls_head(h.clone()), value
+
+
+_features = {}
+
+
+def caches_the_features(encoder, cls_head, reg_head, x):
+    """State carried: the encoder's features computed once per encoder and reused."""
+    h = _features.setdefault(id(encoder), encoder(x))
+    return cls_head(h), reg_head.out(torch.relu(h + reg_head.fc(h)))
+
+
+def value_under_no_grad(encoder, cls_head, reg_head, x):
+    h = encoder(x)
+    with torch.no_grad():
+        value = reg_head(h.clone())
     return cls_head(h), value
 
 
-def forward_copy_too_late(encoder, cls_head, reg_head, x):
-    h = encoder(x)
-    value = reg_head(h)
-    return cls_head(h.clone()), value  # the copy is taken after the ReLU rewrote h
+def checks_itself_with_a_backward(encoder, cls_head, reg_head, x):
+    """Changes state the contract does not mention: a "sanity" backward that leaves .grad behind."""
+    logits, value = out_of_place(encoder, cls_head, reg_head, x)
+    value.sum().backward(retain_graph=True)
+    return logits, value
 
 
-def forward_without_the_relu(encoder, cls_head, reg_head, x):
-    h = encoder(x)
-    return cls_head(h), reg_head[1](h)
+def switches_the_head_to_eval(encoder, cls_head, reg_head, x):
+    reg_head.eval()
+    return out_of_place(encoder, cls_head, reg_head, x)
 
 
-def forward_returning_value_only(encoder, cls_head, reg_head, x):
-    return reg_head[1](torch.relu(encoder(x)))
+def returns_value_only(encoder, cls_head, reg_head, x):
+    return out_of_place(encoder, cls_head, reg_head, x)[1]
 
 
-def forward_raising(encoder, cls_head, reg_head, x):
+def raises(encoder, cls_head, reg_head, x):
     raise RuntimeError("oops")
 
 
 OTHER_CORRECT = {
-    "fixed_forward": [forward_with_a_copy_for_the_head, forward_switching_inplace_off,
-                      forward_copy_first_then_classifier, forward_functional, forward_clone_then_relu_,
-                      forward_copy_for_the_classifier],
+    "fixed_forward": [out_of_place, relu_in_place_on_the_new_sum, add_in_place_into_a_copy, functional_layers,
+                      regression_head_first],
 }
 
 WRONG_ANSWERS = {
     "fixed_forward": [
-        (forward_as_written, "still changes, in place, a tensor autograd saved"),
-        (forward_detached, "shares h's memory and its version counter"),
-        (forward_detached_copy, "received only the gradient of l_cls"),
-        (forward_through_data, "without autograd noticing"),
-        (forward_head_under_no_grad, "Your value carries no gradient"),
-        (forward_regression_head_first, "the classifier read the features after"),
-        (forward_copy_too_late, "the classifier read the features after"),
-        (forward_without_the_relu, "without its ReLU"),
-        (forward_returning_value_only, "Return the pair (logits, value)"),
-        (forward_raising, "raised RuntimeError: oops"),
+        (as_written, "rewrites the very tensor that self.fc saved"),
+        (worked_fix_copied, "Handing the head a copy (h.clone()"),
+        (detached, "an alias (h.detach(), h.data) does not help"),
+        (out_of_place_on_a_detached_copy, "received only the gradient of l_cls"),
+        (clone_detach_then_the_head, "Handing the head a copy"),
+        (skip_added_through_data, "without autograd noticing"),
+        (only_the_relu_out_of_place, "Write the head's computation out of place"),
+        (without_the_relu, "Your value has no ReLU"),
+        (without_the_skip, "Your value has no skip connection"),
+        (relu_before_the_addition, "applies the ReLU to h before the addition"),
+        (head_first_in_place, "the head ran first and changed h in place before cls_head read it"),
+        (caches_the_features, "look for something kept from one call to the next"),
+        (value_under_no_grad, "Your value carries no gradient"),
+        (checks_itself_with_a_backward, "Your forward filled .grad"),
+        (switches_the_head_to_eval, "reg_head is now in eval mode"),
+        (returns_value_only, "Return the pair (logits, value)"),
+        (raises, "raised RuntimeError: oops"),
     ],
 }

@@ -1,4 +1,4 @@
-"""Case 4 of notebook 06: knowledge distillation, with a teacher that must not train.
+"""Case 1 of notebook 07: knowledge distillation, with a teacher that must not train.
 
 A small pre-trained teacher (``Linear -> BatchNorm1d -> ReLU -> Linear``) teaches a smaller student
 (``Linear -> ReLU -> Linear``) to classify points from five Gaussian blobs. The student's loss is

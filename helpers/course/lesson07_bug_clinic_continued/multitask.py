@@ -1,4 +1,4 @@
-"""Case 5 of the bug clinic: one shared trunk, two task heads, and one optimizer per task.
+"""Case 2 of notebook 07, the bug clinic continued: one shared trunk, two task heads, and one optimizer per task.
 
 Task A is a regression (``mse_loss`` on head A's one output), task B a 3-class classification (``cross_entropy``
 on head B's logits). The trunk has two layers on purpose: its second Linear saves its own weight for backward,
@@ -96,7 +96,8 @@ def reference_gradients(trunk: nn.Module, head_a: nn.Module, head_b: nn.Module, 
     with torch.enable_grad():
         loss_a, loss_b = task_losses(head_a, head_b, trunk(x), y_a, y_b)
         return {"trunk": gradients_of(loss_a + loss_b, trunk), "trunk<-a": gradients_of(loss_a, trunk),
-                "trunk<-b": gradients_of(loss_b, trunk), "head_a": gradients_of(loss_a, head_a), "head_b": gradients_of(loss_b, head_b)}
+                "trunk<-b": gradients_of(loss_b, trunk), "head_a": gradients_of(loss_a, head_a),
+                "head_b": gradients_of(loss_b, head_b)}
 
 
 

@@ -1,0 +1,62 @@
+"""Draw every figure into the helpers package, or check that the shipped images are current."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Dict, List
+
+import matplotlib
+from matplotlib.figure import Figure
+
+from authoring.figures import backward_visits, step_timeline, who_trains_whom
+from authoring.figures.compare import png_difference, svg_difference, svg_drawn_by
+from authoring.figures.drawing import render
+from helpers.course.figures import FIGURES, IMAGES
+
+DRAWINGS: Dict[str, Callable[[], Figure]] = {
+    "step_timeline": step_timeline.draw,
+    "backward_visits": backward_visits.draw,
+    "who_trains_whom": who_trains_whom.draw,
+}
+KINDS = ("png", "svg")
+
+
+def draw_all() -> Dict[str, Dict[str, bytes]]:
+    """name -> {"png": bytes, "svg": bytes} for every figure."""
+    assert set(DRAWINGS) == set(FIGURES), "every figure needs a drawing and an alt text in helpers.course.figures"
+    return {name: render(draw) for name, draw in DRAWINGS.items()}
+
+
+def write(folder: Path = IMAGES) -> List[Path]:
+    """Draw every figure into ``folder``; returns the files written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, images in draw_all().items():
+        for kind in KINDS:
+            path = folder / f"{name}.{kind}"
+            path.write_bytes(images[kind])
+            written.append(path)
+    return written
+
+
+def problems(folder: Path = IMAGES) -> List[str]:
+    """What is missing or stale in ``folder``, one line each; empty when every image is current."""
+    found = []
+    for name, images in draw_all().items():
+        for kind, differs in (("png", png_difference), ("svg", svg_difference)):
+            path = folder / f"{name}.{kind}"
+            difference = differs(path.read_bytes(), images[kind]) if path.exists() else "it is missing"
+            if difference:
+                found.append(f"{path.name}: {difference}")
+    return found
+
+
+def notes(folder: Path = IMAGES) -> List[str]:
+    """What the check could not compare exactly: SVGs drawn by another matplotlib version."""
+    found = []
+    for name in DRAWINGS:
+        path = folder / f"{name}.svg"
+        version = svg_drawn_by(path.read_bytes()) if path.exists() else None
+        if version and version != matplotlib.__version__:
+            found.append(f"{path.name}: drawn with matplotlib {version}, this is {matplotlib.__version__}; "
+                         "compared through its PNG")
+    return found

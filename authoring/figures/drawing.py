@@ -1,0 +1,109 @@
+"""Drawing primitives shared by the figures, and deterministic rendering to PNG and SVG.
+
+A figure is a matplotlib ``Figure`` (no pyplot: no global state) whose one axes spans it, in inches: ``(0, 0)`` is
+the bottom left corner. Fonts are DejaVu Sans and DejaVu Sans Mono, which ship with matplotlib, so every machine
+draws the same glyphs; the PNG carries no metadata and the SVG no date, so the bytes depend only on the drawing and
+the matplotlib version.
+"""
+from __future__ import annotations
+
+import io
+from typing import Callable, Dict, Tuple
+
+import matplotlib
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+from authoring.figures.palette import INK, WHITE, Style, grey_level
+
+DPI = 150
+FONT_SIZE = 11  # points; nothing is written smaller than SMALL
+SMALL = 10
+MONO = "DejaVu Sans Mono"
+RC = {
+    "font.family": "DejaVu Sans",
+    "font.size": FONT_SIZE,
+    "hatch.linewidth": 0.8,
+    "svg.fonttype": "path",
+    "svg.hashsalt": "two-models-two-losses",
+    "path.simplify": False,
+}
+
+
+def new_figure(width: float, height: float) -> Tuple[Figure, Axes]:
+    """A blank white figure ``width`` x ``height`` inches, with an axes in inches and no frame.
+
+    Call it, and draw, inside ``render``: text takes its font from the settings ``render`` holds.
+    """
+    figure = Figure(figsize=(width, height), dpi=DPI, facecolor=WHITE)
+    FigureCanvasAgg(figure)
+    axes = figure.add_axes((0, 0, 1, 1))
+    axes.set_xlim(0, width)
+    axes.set_ylim(0, height)
+    axes.set_axis_off()
+    return figure, axes
+
+
+def hatch_colour(style: Style) -> str:
+    """Hatch lines that show on the fill: white on a dark fill, black on a light one."""
+    return WHITE if grey_level(style.fill) < 0.45 else INK
+
+
+def box(axes: Axes, centre: Tuple[float, float], size: Tuple[float, float], style: Style, text: str = "",
+        font: str = "DejaVu Sans", size_pt: float = FONT_SIZE, bold: bool = False, width: float = 1.4) -> None:
+    """A rounded box in ``style``, with ``text`` centred on a white label when the box is hatched."""
+    (x, y), (w, h) = centre, size
+    shape = dict(boxstyle="round,pad=0,rounding_size=0.06", mutation_aspect=1)
+    axes.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, facecolor=style.fill, edgecolor="none", **shape))
+    if style.hatch:
+        axes.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, facecolor="none", hatch=style.hatch,
+                                      edgecolor=hatch_colour(style), linewidth=0, **shape))
+    border = INK if style.text == INK or style.fill != WHITE else style.text
+    axes.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, facecolor="none", edgecolor=border,
+                                  linewidth=width, linestyle=style.line, **shape))
+    if text:
+        label = dict(facecolor=WHITE, edgecolor="none", pad=1.5) if style.hatch else None
+        axes.text(x, y, text, ha="center", va="center", color=style.text if not style.hatch else INK,
+                  fontfamily=font, fontsize=size_pt, fontweight="bold" if bold else "normal", bbox=label,
+                  linespacing=1.15)
+
+
+def arrow(axes: Axes, start: Tuple[float, float], end: Tuple[float, float], colour: str = INK,
+          line: str = "solid", width: float = 1.4, bend: float = 0.0) -> None:
+    """An arrow from ``start`` to ``end``; ``bend`` curves it (an arc's rad, as in matplotlib)."""
+    axes.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=13, color=colour,
+                                   linewidth=width, linestyle=line, shrinkA=0, shrinkB=0,
+                                   connectionstyle=f"arc3,rad={bend}"))
+
+
+def legend(axes: Axes, left: float, y: float, styles: Dict[str, Style], swatch: Tuple[float, float] = (0.42, 0.26),
+           gap: float = 0.22, border: float = 1.0) -> float:
+    """One row of swatches with their labels from ``left`` at height ``y``; returns where the row ends."""
+    x = left
+    for style in styles.values():
+        box(axes, (x + swatch[0] / 2, y), swatch, style, width=border)
+        text = axes.text(x + swatch[0] + 0.08, y, style.label, ha="left", va="center", fontsize=SMALL, color=INK)
+        x += swatch[0] + 0.08 + text_width(axes, text) + gap
+    return x
+
+
+def text_width(axes: Axes, text: matplotlib.text.Text) -> float:
+    """How wide ``text`` is drawn, in the axes' inches."""
+    figure = axes.figure
+    bounds = text.get_window_extent(renderer=figure.canvas.get_renderer())
+    return bounds.width / figure.dpi
+
+
+def render(draw: Callable[[], Figure]) -> Dict[str, bytes]:
+    """The figure ``draw()`` makes, as PNG and SVG bytes, with no metadata that changes between runs."""
+    images = {}
+    with matplotlib.rc_context(RC):
+        figure = draw()
+        for kind, metadata in (("png", {"Software": None}), ("svg", {"Date": None})):
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format=kind, dpi=DPI, metadata=metadata, facecolor=WHITE)
+            images[kind] = buffer.getvalue()
+    return images
+
