@@ -188,12 +188,12 @@ def reached_breadth_first(loss, named_params):
     from collections import deque
 
     by_id = {id(p): n for n, p in named_params.items()}
-    queue, seen, names = deque([loss.grad_fn]), set(), []
+    queue, seen, names = deque([loss.grad_fn]), {}, []
     while queue:
         fn = queue.popleft()
         if fn is None or id(fn) in seen:
             continue
-        seen.add(id(fn))
+        seen[id(fn)] = fn  # keep the node alive: on torch < 2.5 a freed wrapper's id is reused
         if hasattr(fn, "variable") and id(fn.variable) in by_id:
             names.append(by_id[id(fn.variable)])
         queue.extend(f for f, _ in fn.next_functions)

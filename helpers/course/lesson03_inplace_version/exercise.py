@@ -27,6 +27,25 @@ HINTS = (
 Factory = Callable[..., torch.optim.Optimizer]
 
 
+class DecoupledSGD(torch.optim.Optimizer):
+    """Plain SGD with decoupled weight decay, written by hand as people write their own optimizers: it shrinks a
+    parameter in place only when there is a weight decay, then steps it. Two bumps with decay, one without, on
+    every torch release (torch's own optimizers changed their counts between releases)."""
+
+    def __init__(self, params: Any, lr: float = 0.1, weight_decay: float = 0.0) -> None:
+        super().__init__(params, {"lr": lr, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+        for group in self.param_groups:
+            for param in group["params"]:
+                if param.grad is None:
+                    continue
+                if group["weight_decay"]:
+                    param.mul_(1 - group["lr"] * group["weight_decay"])
+                param.add_(param.grad, alpha=-group["lr"])
+
+
 def optimizer_factories() -> Dict[str, Factory]:
     """The optimizers the checker measures, as ``make_optimizer(params, weight_decay)``; the two AdamW of one class
     differ (fused or not), so an answer remembered by class is wrong for one of them."""
@@ -38,6 +57,7 @@ def optimizer_factories() -> Dict[str, Factory]:
         "Adam()": lambda params, weight_decay: torch.optim.Adam(params, weight_decay=weight_decay),
         "SGD(momentum=0.9)": lambda params, weight_decay: torch.optim.SGD(params, lr=0.1, momentum=0.9,
                                                                           weight_decay=weight_decay),
+        "DecoupledSGD (hand-written)": lambda params, weight_decay: DecoupledSGD(params, weight_decay=weight_decay),
     }
 
 
@@ -74,6 +94,17 @@ def _diagnose(results: Dict[str, Pair], expected: Dict[str, Pair], order: List[s
         return "You measured twice the bumps of one step everywhere: did you step twice?"
     if all(result == (want[1], want[0]) for result, want in pairs):
         return "Your pairs are the wrong way round: first the bumps with weight decay, then without."
+    if len(set(results.values())) == 1 and len(set(expected.values())) > 1:
+        return (f"You returned {next(iter(results.values()))} for every optimizer, but they differ: "
+                + ", ".join(f"{name} bumps {want}" for name, want in expected.items())
+                + ". Does your function remember an earlier answer (a cache, a global, a default argument), or "
+                "return fixed numbers? Measure on every call.")
+    mixed = [name for name in results if expected[name][0] != expected[name][1]]
+    if mixed and all(results[name][0] == results[name][1] for name in mixed):
+        name = mixed[0]
+        return (f"For {name} your two numbers are the same, {results[name]}, but with weight decay one step bumps "
+                f"{expected[name][0]} times and without {expected[name][1]}: did you pass weight_decay to "
+                "make_optimizer in each measurement?")
     for index, name in enumerate(order):
         if results[name] != expected[name] and any(results[name] == results[old] for old in order[:index]):
             old = next(old for old in order[:index] if results[name] == results[old])
@@ -81,12 +112,6 @@ def _diagnose(results: Dict[str, Pair], expected: Dict[str, Pair], order: List[s
                     f"{name} bumps {expected[name]}. Does your function remember an earlier answer (a cache keyed on "
                     "the optimizer's class, a global, a default argument), or return fixed numbers? Measure on every "
                     "call.")
-    mixed = [name for name in results if expected[name][0] != expected[name][1]]
-    if mixed and all(results[name][0] == results[name][1] for name in mixed):
-        name = mixed[0]
-        return (f"For {name} your two numbers are the same, {results[name]}, but with weight decay one step bumps "
-                f"{expected[name][0]} times and without {expected[name][1]}: did you pass weight_decay to "
-                "make_optimizer in each measurement?")
     name = next(n for n in results if results[n] != expected[n])
     return f"For {name} one step bumps {expected[name]} (with weight decay, without); you returned {results[name]}."
 
