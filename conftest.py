@@ -4,7 +4,8 @@
   environment, so setting COURSE_STRICT just before a notebook's first cell decides how its checks behave.
 - Tests run in parallel (pytest-xdist, ``--dist loadscope``). Each worker, and every kernel it starts, gets an
   equal share of the CPU cores, since oversubscribed torch thread pools run many times slower.
-- The suite prints its wall time against its target, as a benchmark line rather than an assertion.
+- The suite prints its wall time against its target, as a benchmark line rather than an assertion, and the
+  benchmark lines tests wrote into test-artifacts/benchmarks/ during this run (e.g. the whole-session figures).
 """
 from __future__ import annotations
 
@@ -22,6 +23,20 @@ collect_ignore_glob = ["tests/fixtures/*", "build/*", "*.ipynb_checkpoints*"]
 SUITE_TARGET_S = 360  # on a 2-core machine, browser tests included
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _started = time.monotonic()
+_started_wall = time.time()
+
+
+def artifacts_root() -> Path:
+    """$COURSE_ARTIFACTS, else test-artifacts/ at the repository root."""
+    return Path(os.environ["COURSE_ARTIFACTS"]) if os.environ.get("COURSE_ARTIFACTS") else ROOT / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def benchmark_dir() -> Path:
+    """Where a test writes benchmark lines for the end of the run: test-artifacts/benchmarks/NAME.txt."""
+    folder = artifacts_root() / "benchmarks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def threads_per_worker(cores: int, workers: int) -> int:
@@ -55,6 +70,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         return  # an xdist worker: the controller prints the line
     workers = getattr(config.option, "numprocesses", None) or 0
     seconds = time.monotonic() - _started
+    for path in sorted((artifacts_root() / "benchmarks").glob("*.txt")):
+        if path.stat().st_mtime >= _started_wall:
+            for line in path.read_text(encoding="utf-8").splitlines():
+                terminalreporter.write_line(line)
     terminalreporter.write_line(
         f"benchmark: this run took {seconds:.0f} s on {os.cpu_count()} cores with {workers or 'no'} xdist workers "
         f"(the whole suite's target: at most {SUITE_TARGET_S} s on 2 cores, browser tests included)"

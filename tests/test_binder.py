@@ -11,12 +11,15 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
+from tests.binder_venv import require_binder_python
 from tests.paths import ROOT
 
 BINDER = ROOT / "binder"
 PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # Only for running the tests, or already in Binder's base environment (JupyterLab, ipykernel).
-NOT_NEEDED_ON_BINDER = {"pytest", "pytest-xdist", "nbval", "nbclient", "ipykernel", "jupyterlab", "playwright"}
+NOT_NEEDED_ON_BINDER = {
+    "psutil", "pytest", "pytest-xdist", "nbval", "nbclient", "ipykernel", "jupyterlab", "playwright",
+}
 
 
 def _lines(path: Path) -> List[str]:
@@ -94,3 +97,31 @@ def test_the_binder_requirements_resolve_to_cpu_torch_and_the_helpers(tmp_path):
     assert installed["torch"] == pinned_torch.split("==", 1)[1]
     assert not [name for name in installed if name.startswith(("nvidia-", "triton"))], "a CUDA torch slipped in"
     assert "two-losses-course-helpers" in installed and "torchviz" in installed
+
+
+def _installed_versions(python: str) -> Dict[str, str]:
+    """Every distribution in ``python``'s environment: name -> version."""
+    code = ("import json, importlib.metadata as m\n"
+            "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))")
+    result = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+def test_the_binder_venv_holds_exactly_the_pinned_versions():
+    """The environment the whole-session test runs the notebooks in is the one binder/ pins, package for package."""
+    python = require_binder_python()
+    installed = _installed_versions(python)
+    pinned = _requirements(BINDER / "requirements.txt")
+    pins = {name: str(requirement.specifier)[2:] for name, requirement in pinned.items()}
+    differing = {name: (pin, installed.get(name)) for name, pin in pins.items() if installed.get(name) != pin}
+    assert differing == {}, f"pinned vs installed in {python}: {differing} (rebuild: bash authoring/binder-venv)"
+    assert "two-losses-course-helpers" in installed and "jupyterlab" in installed
+
+
+def test_the_binder_venv_runs_the_python_binder_pins():
+    python = require_binder_python()
+    (runtime,) = _lines(BINDER / "runtime.txt")
+    version = subprocess.run([python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
+                             capture_output=True, text=True, timeout=60).stdout.strip()
+    assert f"python-{version}" == runtime

@@ -299,7 +299,8 @@ def test_the_helpers_compile_and_find_their_standard_library_on_python_313():
 
 
 def test_the_helpers_need_only_packages_colab_has_or_the_setup_cell_installs():
-    colab_has = {"torch", "ipywidgets", "IPython", "numpy", "nbformat", "nbclient"}
+    # ipykernel runs Colab's notebooks; jupyter_core comes with nbformat. (kernel_shutdown imports both, guarded.)
+    colab_has = {"torch", "ipywidgets", "IPython", "numpy", "nbformat", "nbclient", "ipykernel", "jupyter_core"}
     installed_by_the_cell = {"graphviz", "torchviz", "helpers"}
     third_party = {name for name in _helpers_imports() if name not in sys.stdlib_module_names}
     assert third_party <= colab_has | installed_by_the_cell, third_party - colab_has - installed_by_the_cell

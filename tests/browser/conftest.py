@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Dict, Iterator, Optional
 import pytest
 
 from authoring.generate import is_solution_notebook
+from authoring.lab_server import LabServer, start_lab_server, stop_lab_server
 from helpers.course.exercises.api import STRICT_VARIABLE
-from tests.browser.lab_server import LabServer, start_lab_server, stop_lab_server
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Iterator, List, Tuple
 import nbformat
 import pytest
 
+from authoring.lab_server import shut_down_kernels
 from helpers.course.exercises.result import Status
 from tests.browser import checks
 from tests.browser.conftest import REPO_ROOT, LabServers
 from tests.browser.lab_page import NotebookRun, drive_notebook
-from tests.browser.lab_server import shut_down_kernels
 from tests.browser.notebook_expectations import NotebookExpectations, read_expectations
 
 if TYPE_CHECKING:

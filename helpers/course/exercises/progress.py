@@ -1,7 +1,7 @@
 """``exercises.summary(notebook)``: where you are in a notebook, as its last code cell shows it.
 
 Each of the notebook's exercises: passed, failed (with the first line of its diagnosis) or not attempted, from the
-checks run in this kernel; then what to do next.
+checks run in this kernel; then what to do next, and that this notebook's kernel can now be shut down.
 """
 from __future__ import annotations
 
@@ -26,6 +26,12 @@ def record(result: CheckResult) -> None:
     LAST_RESULTS[result.exercise_id] = result
 
 
+# Every open notebook keeps a kernel of 200 to 400 MiB (docs/hosting.md): on Binder, a few too many and the session
+# restarts. The course's launch configuration shuts idle kernels down after 30 minutes; this says how to do it now.
+SHUT_DOWN_LINE = ("Done here? Kernel → Shut Down Kernel frees this notebook's memory; your code and answers stay, "
+                  "and Kernel → Restart Kernel and Run All Cells brings it back.")
+
+
 @dataclass(frozen=True)
 class NotebookSummary:
     """The exercises of one notebook with their latest status, and the next step."""
@@ -43,13 +49,24 @@ class NotebookSummary:
         for exercise_id, status, line in self.rows:
             mark, word, _ = _MARKS[status]
             lines.append(f"{mark} {exercise_id}: {word}" + (f" - {line}" if line else ""))
-        return (lines or ["(this notebook has no exercises)"]) + [self.next_step]
+        return (lines or ["(this notebook has no exercises)"]) + [self.next_step, SHUT_DOWN_LINE]
 
     def __str__(self) -> str:
         return "\n".join([f"Where you are in {self.notebook}:", *self._lines()])
 
     def __repr__(self) -> str:
         return str(self)
+
+    def _ipython_display_(self) -> None:
+        """The card, then (where it can be done safely) a button that shuts this notebook's kernel down."""
+        from IPython.display import display
+
+        from helpers.course.kernel_shutdown import shutdown_button
+
+        display({"text/plain": str(self), "text/html": self._repr_html_()}, raw=True)
+        button = shutdown_button()
+        if button is not None:
+            display(button)
 
     def _repr_html_(self) -> str:
         rows = []
@@ -58,7 +75,8 @@ class NotebookSummary:
             detail = f" - {html.escape(line)}" if line else ""
             rows.append(f"<div><b style='color:{colour}'>{mark} {word}</b> <code>{html.escape(exercise_id)}</code>"
                         f"{detail}</div>")
-        body = "".join(rows) + f"<div style='margin-top:4px'>{html.escape(self.next_step)}</div>"
+        body = "".join(rows) + f"<div style='margin-top:4px'>{html.escape(self.next_step)}</div>" + (
+            f"<div style='margin-top:4px'>{html.escape(SHUT_DOWN_LINE)}</div>")
         return card_html(f"Where you are in {self.notebook}", body, accent="#0072B2")
 
 

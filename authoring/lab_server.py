@@ -1,4 +1,4 @@
-"""Start and stop a private ``jupyter lab`` server for the browser tests.
+"""Start and stop a private ``jupyter lab`` server, for the browser tests and the whole-session test.
 
 Each server serves a temporary folder on 127.0.0.1 with a random token, and keeps its settings,
 workspaces, runtime files and config inside a temporary folder too, so the user's own JupyterLab set-up is
@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 # User settings the tests need: every cell in the DOM (no windowing), no empty space after the last cell (the
 # screenshot is as tall as the notebook), and no toasts asking about news or updates (they would reach for the
@@ -109,10 +109,14 @@ def server_environment(state_dir: Path, extra: Mapping[str, str]) -> Dict[str, s
     return environment
 
 
-def lab_command(root_dir: Path, state_dir: Path, port: int, token: str) -> List[str]:
-    """The ``jupyter lab`` command line, run with this Python so the kernels use this environment."""
+def lab_command(root_dir: Path, state_dir: Path, port: int, token: str, python: Optional[str] = None,
+                extra_args: Sequence[str] = ()) -> List[str]:
+    """The ``jupyter lab`` command line, run with ``python`` (default: this one), whose environment the kernels use.
+
+    ``extra_args`` come last, so they override the same settings from config files.
+    """
     return [
-        sys.executable, "-m", "jupyterlab",
+        python or sys.executable, "-m", "jupyterlab",
         "--no-browser",
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.port={port}",
@@ -127,10 +131,12 @@ def lab_command(root_dir: Path, state_dir: Path, port: int, token: str) -> List[
         "--LabApp.news_url=None",
         "--LabApp.extension_manager=readonly",  # no extension searches on PyPI
         "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
+        *extra_args,
     ]
 
 
-def start_lab_server(root_dir: Path, state_dir: Path, environment: Mapping[str, str]) -> LabServer:
+def start_lab_server(root_dir: Path, state_dir: Path, environment: Mapping[str, str], python: Optional[str] = None,
+                     extra_args: Sequence[str] = ()) -> LabServer:
     """Start ``jupyter lab`` serving ``root_dir``; return once its API answers.
 
     A server that exits at start (another process took its port between ``free_port`` and its start, which can
@@ -140,6 +146,8 @@ def start_lab_server(root_dir: Path, state_dir: Path, environment: Mapping[str, 
         root_dir: the folder the server shows (a temporary copy of the notebooks).
         state_dir: a private folder for settings, workspaces, config, runtime files and the log.
         environment: extra environment variables for the server and its kernels.
+        python: the Python whose JupyterLab and kernels to run (default: this one).
+        extra_args: more command-line settings for the server.
 
     Raises:
         RuntimeError: when the server exits or does not answer within STARTUP_TIMEOUT_S (with its log).
@@ -149,7 +157,7 @@ def start_lab_server(root_dir: Path, state_dir: Path, environment: Mapping[str, 
     (state_dir / "workspaces").mkdir(exist_ok=True)
     attempt = 1
     while True:
-        server = _launch(root_dir, state_dir, environment)
+        server = _launch(root_dir, state_dir, environment, python, extra_args)
         try:
             wait_until_answering(server)
             return server
@@ -163,13 +171,14 @@ def start_lab_server(root_dir: Path, state_dir: Path, environment: Mapping[str, 
             raise
 
 
-def _launch(root_dir: Path, state_dir: Path, environment: Mapping[str, str]) -> LabServer:
+def _launch(root_dir: Path, state_dir: Path, environment: Mapping[str, str], python: Optional[str],
+            extra_args: Sequence[str]) -> LabServer:
     """Start the ``jupyter lab`` process on a free port, logging into ``state_dir``."""
     port, token = free_port(), secrets.token_hex(24)
     log_path = state_dir / "jupyter-lab.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            lab_command(root_dir, state_dir, port, token),
+            lab_command(root_dir, state_dir, port, token, python, extra_args),
             cwd=root_dir,
             env=server_environment(state_dir, environment),
             stdin=subprocess.DEVNULL,
