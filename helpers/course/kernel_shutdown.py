@@ -122,4 +122,4 @@ def shutdown_button() -> Optional[Any]:
         end_session(session)
 
     button.on_click(on_click)
-    return ipywidgets.VBox([button, status])
+    return ipywidgets.VBox([ipywidgets.HBox([button]), status])  # in a row, the button keeps its own width

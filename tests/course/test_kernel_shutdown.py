@@ -51,7 +51,7 @@ async def _click_in_kernel(server: LabServer) -> str:
             "button = kernel_shutdown.shutdown_button()\n"
             "print(type(button).__name__, kernel_shutdown.find_own_session().session_id)")
         try:  # what a click in the browser does; the kernel may be gone before it answers
-            await tab.run("button.children[0].click()", timeout_s=5)
+            await tab.run("button.children[0].children[0].click()", timeout_s=5)
         except (KernelGone, asyncio.TimeoutError):
             pass
         return found.output
