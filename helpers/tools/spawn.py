@@ -1,0 +1,144 @@
+"""Run a function on several processes that form one ``torch.distributed`` group, and bring their results back.
+
+``run_distributed(worker, world_size=2)`` starts ``world_size`` fresh processes (the "spawn" start method, as
+``torch.multiprocessing.spawn`` uses), joins them into a process group over TCP on this machine, calls
+``worker(rank, world_size, *args)`` in each, and returns each rank's result, in rank order.
+
+- The backend is NCCL when there is a CUDA GPU per process, else gloo on the CPU (Colab's one GPU, a Mac, CI).
+- ``worker`` must be importable by name (defined at the top of a module, not in a notebook cell): a spawned process
+  starts empty and imports it. Results travel back pickled; give CPU tensors.
+- Every process is ended before the call returns: after a worker's exception (re-raised here with the traceback of
+  every rank that failed: when one rank raises, the others often fail too, in a collective that lost its partner,
+  and that echo can arrive first), after ``timeout_s`` seconds, and after a KeyboardInterrupt (re-raised).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import queue as queue_module
+import socket
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+JOIN_GRACE_S = 10.0
+FAILURE_GRACE_S = 3.0  # after one rank fails, how long to wait for the others' reports (the first may be an echo)
+
+
+class WorkerFailed(RuntimeError):
+    """A rank raised: its exception and traceback are in the message."""
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    rank: int
+    ok: bool
+    value: Any
+
+
+def pick_backend(world_size: int) -> str:
+    """``"nccl"`` with a CUDA GPU for every rank, else ``"gloo"``."""
+    if torch.cuda.is_available() and torch.cuda.device_count() >= world_size and dist.is_nccl_available():
+        return "nccl"
+    return "gloo"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _entry(rank: int, world_size: int, backend: str, address: str, threads: int,
+           worker: Callable[..., Any], args: Sequence[Any], results: Any) -> None:
+    """What each spawned process runs: join the group, call ``worker``, report, leave the group."""
+    torch.set_num_threads(threads)
+    try:
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+        dist.init_process_group(backend, init_method=address, rank=rank, world_size=world_size)
+        try:
+            value = worker(rank, world_size, *args)
+        finally:
+            dist.destroy_process_group()
+        # Plain pickle bytes: torch's own queue pickling shares tensors through memory that ends with this process.
+        results.put(_Outcome(rank, True, pickle.dumps(value)))
+    except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
+        results.put(_Outcome(rank, False, traceback.format_exc()))
+
+
+def _stop(processes: List[Any]) -> None:
+    """End every process: ask, wait a little, then kill."""
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + JOIN_GRACE_S
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+def run_distributed(worker: Callable[..., Any], world_size: int = 2, args: Sequence[Any] = (),
+                    backend: Optional[str] = None, timeout_s: float = 120.0) -> List[Any]:
+    """Call ``worker(rank, world_size, *args)`` on ``world_size`` new processes in one process group.
+
+    Returns:
+        Each rank's return value, in rank order.
+
+    Raises:
+        WorkerFailed: a rank raised (the first one to report; its traceback is in the message).
+        TimeoutError: not every rank reported within ``timeout_s`` seconds.
+    """
+    backend = backend or pick_backend(world_size)
+    context = mp.get_context("spawn")
+    results = context.Queue()
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    threads = max(1, (os.cpu_count() or 1) // world_size)
+    processes = [context.Process(target=_entry, args=(rank, world_size, backend, address, threads, worker, args,
+                                                      results), daemon=True)
+                 for rank in range(world_size)]
+    collected: dict = {}
+    failures: dict = {}
+    started: List[Any] = []
+    try:
+        for process in processes:
+            process.start()
+            started.append(process)
+        deadline = time.monotonic() + timeout_s
+        while len(collected) + len(failures) < world_size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if failures:
+                    break
+                missing = sorted(set(range(world_size)) - set(collected))
+                raise TimeoutError(f"ranks {missing} did not finish within {timeout_s:.0f} s")
+            try:
+                outcome = results.get(timeout=min(remaining, 0.5))
+            except queue_module.Empty:
+                dead = [rank for rank, process in enumerate(processes)
+                        if not process.is_alive() and rank not in collected and process.exitcode not in (0, None)]
+                if dead:
+                    raise WorkerFailed(f"rank {dead[0]} died (exit code {processes[dead[0]].exitcode})") from None
+                continue
+            if not outcome.ok:
+                if not failures:
+                    deadline = min(deadline, time.monotonic() + FAILURE_GRACE_S)
+                failures[outcome.rank] = outcome.value
+                continue
+            collected[outcome.rank] = pickle.loads(outcome.value)
+        if failures:
+            failed = sorted(failures.items())
+            summary = "; ".join(f"rank {rank}: {text.strip().splitlines()[-1]}" for rank, text in failed)
+            details = "\n".join(f"rank {rank} raised:\n{text}" for rank, text in failed)
+            raise WorkerFailed(f"{summary}\n{details}")
+        return [collected[rank] for rank in range(world_size)]
+    finally:
+        _stop(started)
+        results.close()

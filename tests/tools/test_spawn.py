@@ -1,0 +1,54 @@
+"""run_distributed: a real process group on this machine, results back in rank order, every process ended."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from helpers.tools.spawn import WorkerFailed, pick_backend, run_distributed
+from tests.tools import spawn_workers
+
+
+def _no_children_left() -> bool:
+    return not [child for child in mp.active_children() if child.is_alive()]
+
+
+def test_two_ranks_form_one_group_and_return_in_rank_order():
+    results = run_distributed(spawn_workers.all_reduce_rank, world_size=2, backend="gloo")
+    assert [value.item() for value in results] == [3.0, 3.0]
+    assert _no_children_left()
+
+
+def test_gloo_without_a_gpu_per_rank():
+    if torch.cuda.device_count() < 2:
+        assert pick_backend(2) == "gloo"
+
+
+def test_a_ranks_exception_comes_back_with_its_traceback_and_every_process_ends():
+    started = time.monotonic()
+    with pytest.raises(WorkerFailed, match=r"(?s)rank 1 raised:.*ValueError: rank one says no"):
+        run_distributed(spawn_workers.fail_on_rank_one, world_size=2, backend="gloo", timeout_s=60)
+    assert _no_children_left()
+    assert time.monotonic() - started < 45, "rank 0 hung in its barrier until the timeout"
+
+
+def test_a_hanging_run_times_out_and_every_process_ends():
+    with pytest.raises(TimeoutError, match="did not finish within 3 s"):
+        run_distributed(spawn_workers.sleep_for, world_size=2, args=(60.0,), backend="gloo", timeout_s=3)
+    assert _no_children_left()
+
+
+def test_an_interrupt_ends_every_process_and_is_raised_again():
+    timer = threading.Timer(6.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_distributed(spawn_workers.sleep_for, world_size=2, args=(60.0,), backend="gloo", timeout_s=60)
+    finally:
+        timer.cancel()
+    assert _no_children_left()
