@@ -158,3 +158,18 @@ def drift(per_rank: List[List[torch.Tensor]]) -> List[float]:
 def every_recipe_drift(rank: int, world_size: int, steps: int = 4, seed: int = 0) -> Dict[str, List[torch.Tensor]]:
     """``recipe_drift`` for every recipe in one process group (recipe name -> this rank's weights per step)."""
     return {name: recipe_drift(rank, world_size, name, steps, seed) for name in RECIPES}
+
+
+def unfinished_reduction(rank: int, world_size: int, seed: int = 0) -> str:
+    """On one rank: a backward restricted to M1's head leaves M1's first layer without a gradient; DDP's reducer then
+    refuses the next forward. Returns what the second forward raised ("" when nothing did)."""
+    m1, m2 = make_two_models(seed)
+    d1 = DistributedDataParallel(m1)
+    x1, x2 = (x.chunk(world_size)[rank] for x in global_batch(seed, world_size))
+    l1, _ = two_losses(d1(x1), m2(x2))
+    l1.backward(inputs=[m1[2].weight, m1[2].bias])
+    try:
+        d1(x1)
+    except RuntimeError as error:
+        return str(error)
+    return ""

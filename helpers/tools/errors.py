@@ -105,6 +105,16 @@ KINDS: dict[str, ErrorKind] = {
             ),
             notebook="04_whose_gradient",
         ),
+        ErrorKind(
+            name="ddp-unfinished-reduction",
+            title="DDP: a model's gradients were never all reduced",
+            exception_type=RuntimeError,
+            pattern=re.compile(r"Expected to have finished reduction in the prior iteration before starting a new one"),
+            explanation=(
+                "DistributedDataParallel averages a model's gradients only once every parameter got one.\n"
+                "A backward restricted (inputs=) to part of a DDP model leaves it waiting; the next forward raises."
+            ),
+        ),
         # Errors of the call itself, raised before any node runs (diagnose predicts them too).
         ErrorKind(
             name="empty-inputs",

@@ -11,7 +11,9 @@ from helpers.course.distributed_recipes import (
     recipe_table,
     reference_gradients,
     same,
+    unfinished_reduction,
 )
+from helpers.tools.errors import get_kind
 from helpers.tools.spawn import run_distributed
 
 WORLD_SIZE = 2
@@ -60,3 +62,9 @@ def test_replicas_drift_apart_step_after_step_with_nothing_raised(drifts, fragme
         assert 0 < steps[0] < steps[-1], f"{name}: largest weight difference between ranks per step {steps}"
     else:
         assert steps == [0.0] * len(steps), f"{name}: the replicas should stay identical, got {steps}"
+
+
+def test_a_backward_restricted_to_part_of_a_ddp_model_makes_the_next_forward_raise():
+    raised = run_distributed(unfinished_reduction, world_size=WORLD_SIZE, backend="gloo", timeout_s=120)
+    kind = get_kind("ddp-unfinished-reduction")
+    assert all(message and kind.matches(RuntimeError(message)) for message in raised), raised
