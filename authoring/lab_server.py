@@ -66,11 +66,13 @@ class LabServer:
         except OSError:
             return "(no server log)"
 
-    def api(self, method: str, path: str, timeout: float = 30.0) -> Any:
-        """Call the server's REST API; the decoded JSON answer, or None for an empty one."""
-        request = urllib.request.Request(
-            f"{self.base_url}{path}", method=method, headers={"Authorization": f"token {self.token}"}
-        )
+    def api(self, method: str, path: str, timeout: float = 30.0, body: Optional[Any] = None) -> Any:
+        """Call the server's REST API (``body``, if given, sent as JSON); the decoded JSON answer, or None."""
+        headers = {"Authorization": f"token {self.token}"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(f"{self.base_url}{path}", method=method, headers=headers,
+                                         data=None if body is None else json.dumps(body).encode())
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
         return json.loads(body) if body else None

@@ -26,7 +26,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import nbformat
 
@@ -114,20 +114,14 @@ def culled_kernels(server: LabServer) -> Dict[str, str]:
     return {match.group(2): match.group(1) for match in CULLED_LINE.finditer(server.log_tail(10_000_000))}
 
 
-def _api_post(server: LabServer, path: str, body: Dict) -> Dict:
-    import urllib.request
-
-    request = urllib.request.Request(f"{server.base_url}{path}", method="POST", data=json.dumps(body).encode(),
-                                     headers={"Authorization": f"token {server.token}",
-                                              "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=120) as response:
-        return json.loads(response.read())
+def notebook_session(notebook: str) -> Dict[str, Any]:
+    """The body JupyterLab posts to /api/sessions when it opens ``notebook`` with a Python kernel."""
+    return {"path": notebook, "name": notebook, "type": "notebook", "kernel": {"name": "python3"}}
 
 
 async def _open_tab(server: LabServer, notebook: str) -> KernelTab:
     """What opening a notebook in JupyterLab does: a session (with a new kernel), then a websocket to it."""
-    session = _api_post(server, "/api/sessions",
-                        {"path": notebook, "name": notebook, "type": "notebook", "kernel": {"name": "python3"}})
+    session = server.api("POST", "/api/sessions", timeout=120, body=notebook_session(notebook))
     return await KernelTab.open(server.base_url, server.token, session["kernel"]["id"])
 
 

@@ -10,15 +10,11 @@ from typing import Optional
 
 import pytest
 
+from tests.browser.conftest import in_ci
 from tests.paths import ROOT
 
 VENV_VARIABLE = "COURSE_BINDER_VENV"
 DEFAULT_VENV = ROOT / "build" / "binder-venv"
-
-
-def in_ci() -> bool:
-    """True when the CI variable is set (CI=true)."""
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def binder_venv() -> Path:

@@ -7,6 +7,7 @@ What the settings do to a real session is tested in test_whole_session.py and te
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -39,7 +40,7 @@ def loaded_culling_settings(command: List[str], environment: Dict[str, str]) -> 
 
 def _isolated(tmp_path: Path) -> Dict[str, str]:
     """An environment whose user config folder is empty, so only the course's config can set culling."""
-    environment = lab.launch_environment({key: value for key, value in lab.os.environ.items()
+    environment = lab.launch_environment({key: value for key, value in os.environ.items()
                                           if key != lab.CONFIG_PATH_VARIABLE})
     environment["JUPYTER_CONFIG_DIR"] = str(tmp_path / "user-config")
     return environment
@@ -52,7 +53,7 @@ def _expected() -> Dict[str, str]:
 
 def test_the_launcher_puts_the_course_configuration_before_the_rest_of_the_config_path(tmp_path):
     environment = lab.launch_environment({lab.CONFIG_PATH_VARIABLE: "/elsewhere"})
-    assert environment[lab.CONFIG_PATH_VARIABLE].split(lab.os.pathsep) == [str(lab.config_dir()), "/elsewhere"]
+    assert environment[lab.CONFIG_PATH_VARIABLE].split(os.pathsep) == [str(lab.config_dir()), "/elsewhere"]
     again = lab.launch_environment(environment)
     assert again[lab.CONFIG_PATH_VARIABLE] == environment[lab.CONFIG_PATH_VARIABLE], "added twice"
 
@@ -143,7 +144,7 @@ def test_the_hub_recipes_give_the_same_culling_settings_as_the_course():
 def threads_binder_start_sets(tmp_path: Path, cpu_max: str, preset: str = "") -> str:
     """OMP_NUM_THREADS as a command started through binder/start sees it, with cgroup cpu.max reading ``cpu_max``."""
     (tmp_path / "cpu.max").write_text(cpu_max + "\n")
-    environment = {key: value for key, value in lab.os.environ.items() if key not in ("OMP_NUM_THREADS",)}
+    environment = {key: value for key, value in os.environ.items() if key not in ("OMP_NUM_THREADS",)}
     environment["COURSE_CPU_MAX"] = str(tmp_path / "cpu.max")
     if preset:
         environment["OMP_NUM_THREADS"] = preset

@@ -15,7 +15,8 @@ import pytest
 
 from authoring.process_memory import MIB
 from authoring.whole_session import SessionReport, course_notebooks, run_session
-from tests.binder_venv import binder_python, binder_venv, in_ci
+from tests.binder_venv import binder_python, binder_venv
+from tests.browser.conftest import in_ci
 from tests.paths import ROOT
 
 LIMIT_MIB = 1.5e9 / MIB   # 1.5 GB: Binder restarts a session at 2 GB; the rest is headroom

@@ -25,9 +25,9 @@ def close(actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-4, atol
 def same_gradients(
     actual: Sequence[Optional[torch.Tensor]], expected: Sequence[torch.Tensor], rtol: float = 1e-4, atol: float = 1e-6
 ) -> bool:
-    """Every gradient present and close to its reference."""
+    """Every gradient present (a tensor) and close to its reference."""
     return len(actual) == len(expected) and all(
-        a is not None and a.shape == e.shape and close(a, e, rtol, atol) for a, e in zip(actual, expected)
+        isinstance(a, torch.Tensor) and a.shape == e.shape and close(a, e, rtol, atol) for a, e in zip(actual, expected)
     )
 
 

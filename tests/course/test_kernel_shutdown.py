@@ -10,7 +10,7 @@ import pytest
 
 from authoring.kernel_socket import KernelGone, KernelTab, run_in_own_loop
 from authoring.lab_server import LabServer, start_lab_server, stop_lab_server
-from authoring.whole_session import _api_post
+from authoring.whole_session import notebook_session
 from helpers.course import kernel_shutdown
 
 
@@ -42,8 +42,7 @@ def server(tmp_path: Path):
 
 
 async def _click_in_kernel(server: LabServer) -> str:
-    session = _api_post(server, "/api/sessions", {"path": "any.ipynb", "name": "any.ipynb", "type": "notebook",
-                                                  "kernel": {"name": "python3"}})
+    session = server.api("POST", "/api/sessions", body=notebook_session("any.ipynb"))
     tab = await KernelTab.open(server.base_url, server.token, session["kernel"]["id"])
     try:
         found = await tab.run(
@@ -60,8 +59,7 @@ async def _click_in_kernel(server: LabServer) -> str:
 
 
 def test_in_a_servers_kernel_the_button_ends_exactly_that_session(server: LabServer):
-    other = _api_post(server, "/api/sessions", {"path": "other.ipynb", "name": "other.ipynb", "type": "notebook",
-                                                "kernel": {"name": "python3"}})
+    other = server.api("POST", "/api/sessions", body=notebook_session("other.ipynb"))
     printed = run_in_own_loop(lambda: _click_in_kernel(server))
     kind, session_id = printed.split()
     assert kind == "VBox"

@@ -5,7 +5,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
 
-from helpers.course.exercises.compare import close
+from helpers.course.exercises.compare import same_gradients
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import LearnerError, run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed
@@ -33,12 +33,6 @@ def _grads(loss: torch.Tensor, params: Sequence[torch.Tensor]) -> List[torch.Ten
     return list(torch.autograd.grad(loss, list(params), retain_graph=True))
 
 
-def _same(actual: Sequence[Any], expected: Sequence[torch.Tensor]) -> bool:
-    return len(actual) == len(expected) and all(
-        isinstance(a, torch.Tensor) and a.shape == e.shape and close(a, e) for a, e in zip(actual, expected)
-    )
-
-
 def _diagnose_model(grads: Sequence[Any], model: str, refs: dict) -> str:
     """What one model's returned gradients are, when they are not its own loss's."""
     own, other = ("L1", "L2") if model == "M1" else ("L2", "L1")
@@ -46,9 +40,9 @@ def _diagnose_model(grads: Sequence[Any], model: str, refs: dict) -> str:
     if any(g is None for g in grads):
         return (f"Some of {model}'s gradients are None: .grad stays None until a backward reaches it. "
                 "torch.autograd.grad returns the gradients directly.")
-    if _same(grads, refs[f"{other.lower()}_m{key}"]):
+    if same_gradients(grads, refs[f"{other.lower()}_m{key}"]):
         return f"{model} got the gradient of {other}; it should get the gradient of {own}."
-    if _same(grads, refs[f"sum_m{key}"]):
+    if same_gradients(grads, refs[f"sum_m{key}"]):
         return (f"{model} received the gradient of L1 + L2: backward() adds every loss into the same .grad. "
                 f"Differentiate {own} alone for {model}'s parameters.")
     return f"{model}'s gradients differ from the reference computed with torch.autograd.grad({own.lower()}, ...)."
@@ -110,8 +104,8 @@ def _run_case(two_grads: Callable[..., Any], index: int, order: Tuple[str, str],
         if len(got) != len(p[model]):
             return (f"return one gradient per parameter: {len(p[model])} for {model}; your answer's "
                     f"{'first' if position == 0 else 'second'} part has {len(got)}.")
-        if not _same(got, refs[f"{loss.lower()}_m{model[-1]}"]):
-            if any(_same(got, old.get(f"{loss.lower()}_m{model[-1]}", [])) for old in earlier):
+        if not same_gradients(got, refs[f"{loss.lower()}_m{model[-1]}"]):
+            if any(same_gradients(got, old.get(f"{loss.lower()}_m{model[-1]}", [])) for old in earlier):
                 return (f"{model}'s gradients are those of an earlier call, not of this one's losses: your function "
                         "remembers an earlier call (a cache, a global, a default argument). Differentiate the losses "
                         "it is given, every time.")
