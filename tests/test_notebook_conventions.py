@@ -45,7 +45,7 @@ def test_the_last_code_cell_says_where_the_learner_is(path):
 
 
 CHECK_TITLE = "#@title ✓ check: "
-CONVERTED = ("00", "01", "02", "03", "04", "05", "06", "07")  # notebooks whose checks sit behind folded cells
+CONVERTED = ("00", "01", "02", "03", "04", "05", "06", "07", "08")  # notebooks whose checks sit behind folded cells
 
 
 def _has_assert(source: str) -> bool:

@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -168,6 +169,25 @@ def _scaler_without_step() -> None:
     scaler.update()
 
 
+@functools.lru_cache(maxsize=None)
+def _ddp_tour() -> tuple:
+    """Notebook 08's DDP scenarios, once, on 2 processes: what each raised on each rank."""
+    from helpers.course.lesson08_past_one_machine import failures
+    from helpers.tools.spawn import run_distributed
+
+    return tuple(run_distributed(failures.tour, world_size=2, backend="gloo", timeout_s=240))
+
+
+def _ddp_ready_twice() -> None:
+    from helpers.course.lesson08_past_one_machine import failures
+    failures.reraise(list(_ddp_tour()), "one DDP around both models; inputs=M1, then l2.backward()")
+
+
+def _ddp_unfinished_reduction() -> None:
+    from helpers.course.lesson08_past_one_machine import failures
+    failures.reraise(list(_ddp_tour()), "two heads, one loss: find_unused_parameters=False")
+
+
 REPRODUCERS: Dict[str, Callable[[], None]] = {
     "backward twice": _backward_twice,
     "in-place version": _inplace_version,
@@ -175,6 +195,8 @@ REPRODUCERS: Dict[str, Callable[[], None]] = {
     "no grad_fn": _no_grad_fn,
     "unused input": _unused_input,
     "scaler update without step": _scaler_without_step,
+    "DDP ready twice": _ddp_ready_twice,
+    "DDP unfinished reduction": _ddp_unfinished_reduction,
 }
 
 

@@ -6,8 +6,10 @@
     diagnose(g_loss, params)                  # will backward() fail, and on which saved tensor?
     draw_saved_graph({"g_loss": g_loss}, {"G": fake}, params)
     draw_module_graph({"g_loss": g_loss}, {"G": generator, "D": discriminator})   # one box per module call
+    watch = ReductionWatch(G=ddp_generator, D=ddp_discriminator)   # under DDP: what was never averaged?
 """
 from helpers.tools.anomaly import forward_trace
+from helpers.tools.ddp_watch import ReductionWatch, Unreduced, replicas_differ
 from helpers.tools.diagnosis import Diagnosis, SilentChange, diagnose
 from helpers.tools.errors import KINDS, ErrorKind, classify, get_kind, parse_version_error, short_description
 from helpers.tools.expect import ErrorReport, expect_error
@@ -24,6 +26,7 @@ from helpers.tools.saved import (
     saved_tensors_of,
 )
 from helpers.tools.saved_graph import draw_saved_graph
+from helpers.tools.spawn import WorkerFailed, run_distributed
 from helpers.tools.versions import VersionTimeline
 
 __all__ = [
@@ -40,4 +43,6 @@ __all__ = [
     "VersionTimeline", "forward_trace",
     # proving a gradient: compare it with a reference
     "gradients_of", "same_gradients", "relative_error", "close",
+    # several processes (DDP): run a function on each, and see what DDP did not average
+    "run_distributed", "WorkerFailed", "ReductionWatch", "Unreduced", "replicas_differ",
 ]

@@ -112,8 +112,32 @@ KINDS: dict[str, ErrorKind] = {
             pattern=re.compile(r"Expected to have finished reduction in the prior iteration before starting a new one"),
             explanation=(
                 "DistributedDataParallel averages a model's gradients only once every parameter got one.\n"
-                "A backward restricted (inputs=) to part of a DDP model leaves it waiting; the next forward raises."
+                "A parameter the loss never reached (an unused head, inputs= leaving part out) keeps it waiting."
             ),
+            notebook="08_past_one_machine",
+        ),
+        ErrorKind(
+            name="ddp-ready-twice",
+            title="DDP: a parameter got a second gradient in one iteration",
+            exception_type=RuntimeError,
+            pattern=re.compile(r"Expected to mark a variable ready only once"),
+            explanation=(
+                "DistributedDataParallel expects one gradient per parameter per forward, and averages it at once.\n"
+                "A second backward into the same parameters (or a reentrant checkpoint) gives it a second one."
+            ),
+            notebook="08_past_one_machine",
+        ),
+        ErrorKind(
+            name="ddp-graph-changed",
+            title="DDP with static_graph=True: the set of parameters with a gradient changed",
+            exception_type=RuntimeError,
+            pattern=re.compile(r"Your training graph has changed in this iteration, e\.g\., one parameter is unused "
+                               r"in first iteration, but then got used"),
+            explanation=(
+                "static_graph=True promises that every iteration gives gradients to the same parameters.\n"
+                "Training one model in one step and the other in the next breaks that promise."
+            ),
+            notebook="08_past_one_machine",
         ),
         # Errors of the call itself, raised before any node runs (diagnose predicts them too).
         ErrorKind(

@@ -62,14 +62,17 @@ def _entry(rank: int, world_size: int, backend: str, address: str, threads: int,
         if backend == "nccl":
             torch.cuda.set_device(rank)
         dist.init_process_group(backend, init_method=address, rank=rank, world_size=world_size)
-        try:
-            value = worker(rank, world_size, *args)
-        finally:
-            dist.destroy_process_group()
+        value = worker(rank, world_size, *args)
         # Plain pickle bytes: torch's own queue pickling shares tensors through memory that ends with this process.
+        # Reported before leaving the group: on torch 2.4, leaving a gloo group sometimes never returns, and the
+        # parent ends every process once all have reported.
         results.put(_Outcome(rank, True, pickle.dumps(value)))
-    except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
-        results.put(_Outcome(rank, False, traceback.format_exc()))
+    except BaseException as error:  # noqa: BLE001 - reported to the parent, which raises it
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        results.put(_Outcome(rank, False, (f"{type(error).__name__}: {first_line}", traceback.format_exc())))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def _stop(processes: List[Any]) -> None:
@@ -135,8 +138,8 @@ def run_distributed(worker: Callable[..., Any], world_size: int = 2, args: Seque
             collected[outcome.rank] = pickle.loads(outcome.value)
         if failures:
             failed = sorted(failures.items())
-            summary = "; ".join(f"rank {rank}: {text.strip().splitlines()[-1]}" for rank, text in failed)
-            details = "\n".join(f"rank {rank} raised:\n{text}" for rank, text in failed)
+            summary = "; ".join(f"rank {rank}: {line}" for rank, (line, _) in failed)
+            details = "\n".join(f"rank {rank} raised:\n{text}" for rank, (_, text) in failed)
             raise WorkerFailed(f"{summary}\n{details}")
         return [collected[rank] for rank in range(world_size)]
     finally:

@@ -185,7 +185,7 @@ def test_the_summary_shows_each_exercise_of_the_notebook_as_its_last_check_left_
     assert failed_line.startswith("✗ two_grads: failed - ") and len(failed_line) < 200
     exercises.check("two_grads", load_answer(SOLUTION_CELLS["two_grads"], get_exercise("two_grads").answer_name))
     assert "✓ two_grads: passed" in str(exercises.summary("02_backward_twice"))
-    assert "last notebook" in str(exercises.summary(exercises.ids() and "07_bug_clinic_continued"))
+    assert "last notebook" in str(exercises.summary(exercises.ids() and "08_past_one_machine"))
     assert "no exercises" in str(exercises.summary("99_no_such_notebook"))
 
 

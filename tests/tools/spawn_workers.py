@@ -24,3 +24,72 @@ def fail_on_rank_one(rank: int, world_size: int) -> int:
 def sleep_for(rank: int, world_size: int, seconds: float) -> int:
     time.sleep(seconds)
     return rank
+
+
+def _watched_steps(models, loss_pair, rank):
+    """For two real models in DDP: each way of taking two losses' gradients, with what ReductionWatch reported and
+    which parameters differ between the ranks (helpers of ``watch_real_architectures``)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from helpers.tools.ddp_watch import ReductionWatch, replicas_differ
+
+    found = {}
+    for way in ("restricted", "second backward", "autograd.grad", "through .module"):
+        built = models()
+        # broadcast_buffers=False, as GAN scripts under DDP set it: on torch 2.4, the buffer broadcast at D's second
+        # forward rewrites BatchNorm's running statistics, which that torch saved for backward (error 2).
+        wrapped = {name: DistributedDataParallel(model, broadcast_buffers=False) for name, model in built.items()}
+        watch = ReductionWatch(**wrapped)
+        use = {name: (model.module if way == "through .module" else model) for name, model in wrapped.items()}
+        first, second = loss_pair(use, rank)
+        names = list(wrapped)
+        first_params = list(wrapped[names[0]].module.parameters())
+        second_params = list(wrapped[names[1]].module.parameters())
+        if way in ("restricted", "through .module"):
+            first.backward(retain_graph=True, inputs=first_params)
+            second.backward(inputs=second_params)
+        elif way == "second backward":
+            first.backward(retain_graph=True)
+            second.backward()
+        else:
+            for p, g in zip(first_params, torch.autograd.grad(first, first_params, retain_graph=True)):
+                p.grad = g
+            for p, g in zip(second_params, torch.autograd.grad(second, second_params)):
+                p.grad = g
+        differ = [f"{name}.{p}" for name, model in wrapped.items() for p in replicas_differ(model)]
+        unreduced = watch.unreduced()
+        found[way] = {"unreduced": sorted({u.parameter for u in unreduced}), "how": sorted({u.how for u in unreduced}),
+                      "differ": differ, "parameters": sorted(f"{n}.{p}" for n, m in built.items()
+                                                             for p, _ in m.named_parameters())}
+        watch.remove()
+    return found
+
+
+def watch_real_architectures(rank: int, world_size: int):
+    """ReductionWatch on DCGAN (clashing parameter names, BatchNorm) and a text encoder -> UNet (LayerNorm,
+    GroupNorm, skip connections, cross-attention), each rank on its own data."""
+    import torch.nn.functional as F
+
+    from tests.tools.real_models import diffusion_losses, make_dcgan, make_text_unet
+
+    def dcgan():
+        netg, netd, _, _ = make_dcgan(seed=0)
+        return {"G": netg, "D": netd}
+
+    def gan_losses(use, rank):
+        _, _, noise, real = make_dcgan(seed=10 + rank)
+        fake = use["G"](noise)
+        d_loss = F.softplus(-use["D"](real)).mean() + F.softplus(use["D"](fake)).mean()
+        g_loss = F.softplus(-use["D"](fake)).mean()
+        return g_loss, d_loss  # G is trained by g_loss (first), D by d_loss (second)
+
+    def text_unet():
+        tenc, unet, _, _, _ = make_text_unet(seed=0)
+        return {"tenc": tenc, "unet": unet}
+
+    def chain_losses(use, rank):
+        _, _, tokens, images, noise = make_text_unet(seed=10 + rank)
+        return diffusion_losses(use["tenc"], use["unet"], tokens, images, noise)
+
+    return {"dcgan": _watched_steps(dcgan, gan_losses, rank),
+            "text_unet": _watched_steps(text_unet, chain_losses, rank)}

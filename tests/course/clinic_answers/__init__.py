@@ -1,5 +1,5 @@
-"""Notebook 06's checker test answers: one module per case, each with OTHER_CORRECT and WRONG_ANSWERS dicts
-keyed by exercise id, in the format of tests/course/test_exercises.py (which merges them)."""
+"""The clinic's (06, 07) and notebook 08's checker test answers: one module per case, each with OTHER_CORRECT and
+WRONG_ANSWERS dicts keyed by exercise id, in the format of tests/course/test_exercises.py (which merges them)."""
 from __future__ import annotations
 
 import importlib

@@ -1,0 +1,29 @@
+"""Show, in the notebook, the code the processes run: it lives in this package, since a spawned process imports it."""
+from __future__ import annotations
+
+import inspect
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from IPython.display import Code
+
+
+def show_code(*functions: Callable) -> Code:
+    """The source of ``functions``, highlighted in Jupyter (plain text elsewhere)."""
+    return Code("\n\n".join(inspect.getsource(function).rstrip() for function in functions), language="python")
+
+
+def ranks_table(rows: Sequence[Tuple[str, bool, bool]], drifts: Optional[Dict[str, List[float]]] = None) -> str:
+    """A text table: per recipe, whether both ranks hold the same gradient, whether it is the reference, and (when
+    given) how far apart the replicas' weights are after each step."""
+    width = max(len(name) for name, _, _ in rows)
+    header = f"{'recipe':<{width}}  {'rank 0 = rank 1':>15}  {'= reference':>11}"
+    if drifts:
+        header += "  weights apart after each step"
+    lines = [header]
+    for name, equal, right in rows:
+        line = f"{name:<{width}}  {'yes' if equal else 'NO':>15}  {'yes' if right else 'NO':>11}"
+        if drifts:
+            line += "  " + " ".join(f"{value:.1e}" if value else "0" for value in drifts[name])
+        lines.append(line)
+    return "\n".join(lines)
+
