@@ -1,8 +1,10 @@
 """Learners re-run cells: every code cell runs cleanly twice in a row, and Run All works twice in one kernel.
 
-Each notebook (solutions/ strict, notebooks/ not) runs in one fresh kernel: every code cell twice in a row, top to
-bottom, then every cell once more. Nothing may raise. A cell that demonstrates an error or a backward pass builds
-what it needs itself, so running it again finds it again.
+Each solved notebook (strict) runs in one fresh kernel: every code cell twice in a row, top to bottom, then every
+cell once more. Nothing may raise. A cell that demonstrates an error or a backward pass builds what it needs itself,
+so running it again finds it again. The student copies hold the same cells but for the exercises' bodies (stubs that
+raise NotImplementedError, found not attempted); nbval and the browser tests run them, once each, so they are not
+run three times more here.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from authoring.generate import is_solution_notebook
 from helpers.course.exercises.api import STRICT_VARIABLE
 from tests.paths import ROOT
 
-NOTEBOOKS = sorted((ROOT / "solutions").glob("*.ipynb")) + sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "solutions").glob("*.ipynb"))
 
 
 def run_twice(path: Path) -> None:

@@ -183,3 +183,44 @@ def code_then_stub(m1, m2, opt1, opt2, x1, x2):
     """Started, not finished: runs its forward, then the stub's raise (found not attempted by the processes)."""
     two_losses(m1(x1), m2(x2))
     raise NotImplementedError("your code here")
+
+
+# Written by a reviewer who read only the student notebook; their first diagnoses pointed the wrong way.
+
+def allreduce_sum_no_divide(m1, m2, opt1, opt2, x1, x2):
+    """Wrong: autograd.grad, all_reduce (a sum), no division by the world size."""
+    import torch.distributed as dist
+    opt1.zero_grad()
+    opt2.zero_grad()
+    l1, l2 = two_losses(m1(x1), m2(x2))
+    p1, p2 = list(m1.parameters()), list(m2.parameters())
+    grads = list(torch.autograd.grad(l1, p1, retain_graph=True)) + list(torch.autograd.grad(l2, p2))
+    for p, g in zip(p1 + p2, grads):
+        g = g.clone()
+        dist.all_reduce(g)
+        p.grad = g
+    opt1.step()
+    opt2.step()
+
+
+def step_before_backward(m1, m2, opt1, opt2, x1, x2):
+    """Wrong: both optimizers step before the backward passes."""
+    opt1.zero_grad()
+    opt2.zero_grad()
+    l1, l2 = two_losses(m1(x1), m2(x2))
+    opt1.step()
+    opt2.step()
+    l1.backward(retain_graph=True, inputs=list(m1.parameters()))
+    l2.backward(inputs=list(m2.parameters()))
+
+
+def both_outputs_detached(m1, m2, opt1, opt2, x1, x2):
+    """Wrong: both outputs detached in the shared term, so it trains nobody."""
+    opt1.zero_grad()
+    opt2.zero_grad()
+    o1, o2 = m1(x1), m2(x2)
+    l1 = shared_term(o1.detach(), o2.detach()) + own_term(o1)
+    l2 = shared_term(o1.detach(), o2.detach()) + own_term(o2)
+    (l1 + l2).backward()
+    opt1.step()
+    opt2.step()

@@ -131,7 +131,9 @@ def run_answer(rank: int, world_size: int, payload: bytes) -> List[Dict[str, Any
         except LearnerError as error:
             steps.append({"error": error.diagnosis})
             return steps
-        steps.append({"parts": parts, "calls": {model: calls[model][done[model]:] for model in MODELS},
+        left = {label: [None if p.grad is None else p.grad.detach().cpu().clone() for p in model.parameters()]
+                for label, model in (("M1", m1), ("M2", m2))}   # what .grad holds after the call
+        steps.append({"parts": parts, "calls": {model: calls[model][done[model]:] for model in MODELS}, "left": left,
                       "names": {"M1": [n for n, _ in m1.named_parameters()],
                                 "M2": [n for n, _ in m2.named_parameters()]}})
     return steps
@@ -174,13 +176,27 @@ def _read_mixture(model: str, weights: Dict[str, float]) -> str:
                 "once, in the first backward after a forward, and what a later backward adds stays on its rank, so "
                 "the replicas drift apart. Give each model exactly one backward pass per forward (inputs=, or the "
                 "other model's output detached).")
+    if _near(averaged[own], 1.0) and _near(averaged[other], -1.0):
+        return (f"{got} That is the gradient of own({model.replace('M', 'O')}) alone: the shared term's gradient is "
+                f"missing, as when both outputs are detached in it. Detach only the *other* model's output in each "
+                "shared term, so that it still trains this model.")
+    if _near(averaged[own], 0.0) and _near(averaged[other], 1.0):
+        return (f"{got} The losses are swapped: {model} got {other}'s gradient. Check which loss's backward lists "
+                f"which model's parameters in inputs=: {own} goes with {model}.")
     if abs(averaged[other]) > 1e-3:
         return (f"{got} {other} reached {model}: {model} must get the gradient of {own} only. Restrict each backward "
                 f"to its model's parameters (inputs=), or detach the other model's output in the shared term.")
+    if _near(averaged[own], float(WORLD_SIZE)):
+        return (f"{got} That is the sum over the {WORLD_SIZE} ranks, not their average: an all_reduce sums (divide "
+                "by the world size after it), and DDP itself already averages (so a loss needs no factor).")
     if abs(averaged[own] - 1.0) > 1e-3:
         return (f"{got} The size is off: DDP already averages over the ranks, so use {own} as it is (no division "
                 "by the world size, no extra factor).")
     return got
+
+
+def _near(value: float, target: float) -> bool:
+    return abs(value - target) <= 1e-3 * max(1.0, abs(target))
 
 
 def _diagnose_model(model: str, per_rank: List[Dict[str, Any]], previous: Optional[List[Grads]]) -> Optional[str]:
@@ -198,6 +214,9 @@ def _diagnose_model(model: str, per_rank: List[Dict[str, Any]], previous: Option
         return None
     for rank, grads in enumerate(recorded):
         if _empty(grads):
+            if not _empty(per_rank[rank]["left"][model]):
+                return (f"On rank {rank}, {optimizer} stepped before {model}'s gradient arrived: .grad was empty at "
+                        f"{optimizer}.step() and filled afterwards. Run every backward first, then step.")
             return (f"On rank {rank}, {model} was stepped with no gradient: zero the gradients before the backward "
                     "passes, not between backward() and step(), and let its loss reach it.")
         missing = [name for name, g in zip(per_rank[rank]["names"][model], grads) if g is None]

@@ -10,6 +10,6 @@ WRONG_ANSWERS = {
     "ddp_two_loss_step": [
         (ddp_answers.seed_fix, "A second backward ran after DDP had already averaged"),
         (ddp_answers.agrad, "DDP never averaged it"),
-        (ddp_answers.swapped, "L2 reached M1"),
+        (ddp_answers.swapped, "The losses are swapped"),
     ],
 }
