@@ -6,6 +6,8 @@ from typing import Optional, Tuple
 import torch
 from torch import nn
 
+from helpers.course.seeds import fresh
+
 IN_FEATURES = 16
 HIDDEN = 64  # the head is Linear(64, 1): its saved transposed weight is the [64, 1] tensor of error 2
 BATCH = 32
@@ -14,7 +16,7 @@ BATCH = 32
 def make_model(seed: int, in_features: int = IN_FEATURES, hidden: int = HIDDEN) -> nn.Sequential:
     """``Linear(in_features, 64) -> ReLU -> Linear(64, 1)``, initialised from ``seed`` (global RNG untouched)."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(fresh(seed))
         return nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
 
@@ -31,7 +33,7 @@ def make_inputs(
     seed: int = 0, batch: int = BATCH, device: Optional[torch.device] = None
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Inputs I1 and I2, one batch each."""
-    generator = torch.Generator().manual_seed(seed + 1000)
+    generator = torch.Generator().manual_seed(fresh(seed + 1000))
     x1 = torch.randn(batch, IN_FEATURES, generator=generator)
     x2 = torch.randn(batch, IN_FEATURES, generator=generator)
     return x1.to(device or "cpu"), x2.to(device or "cpu")
@@ -41,7 +43,7 @@ def make_regression_batch(
     seed: int = 0, batch: int = BATCH, device: Optional[torch.device] = None
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """One input batch and a target for a single model, as in notebook 00."""
-    generator = torch.Generator().manual_seed(seed + 2000)
+    generator = torch.Generator().manual_seed(fresh(seed + 2000))
     x = torch.randn(batch, IN_FEATURES, generator=generator)
     target = torch.randn(batch, 1, generator=generator)
     return x.to(device or "cpu"), target.to(device or "cpu")

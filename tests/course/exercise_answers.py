@@ -44,6 +44,15 @@ def leaving_anomaly_on(answer):
     return wrapped
 
 
+def two_grads_bumping_the_weights(l1, l2, params1, params2):
+    params1, params2 = list(params1), list(params2)
+    grads = (torch.autograd.grad(l1, params1, retain_graph=True), torch.autograd.grad(l2, params2, retain_graph=True))
+    with torch.no_grad():
+        for p in params1 + params2:
+            p.add_(0.0)                          # same values, new versions: the caller's backward raises error 2
+    return grads
+
+
 # ---------------------------------------------------------------- head_weight_grad (00)
 
 
@@ -91,6 +100,23 @@ def backward_restricted_to_the_weight(model, x, target):
     weight.grad = None
     ((model(x) - target) ** 2).mean().backward(inputs=[weight])
     return weight.grad
+
+
+def divides_by_the_first_batch_size(model, x, target):
+    return torch.autograd.grad(((model(x) - target) ** 2).sum() / 32, model[-1].weight)[0]
+
+
+def writes_into_the_weight_without_changing_it(model, x, target):
+    grad = head_grad(model, x, target)
+    with torch.no_grad():
+        model[-1].weight.add_(0.0)              # same values, one more version: the caller's backward would fail
+    return grad
+
+
+def leaves_gradient_tracking_off(model, x, target):
+    grad = head_grad(model, x, target)
+    torch.set_grad_enabled(False)                # never switched back: the caller's next forward records nothing
+    return grad
 
 
 def sums_instead_of_mean(model, x, target):
@@ -973,6 +999,9 @@ WRONG_ANSWERS = {
         (backward_and_clone, "changed model[0].weight.grad"),
         (backward_restricted_to_the_weight, "changed model[2].weight.grad"),
         (sums_instead_of_mean, "32 times too large"),
+        (divides_by_the_first_batch_size, "divides by 32"),
+        (leaves_gradient_tracking_off, "returned with gradient tracking switched off"),
+        (writes_into_the_weight_without_changing_it, "wrote into model[2].weight in place"),
         (returns_the_tuple, "returned a tuple"),
         (takes_the_first_layer, "another parameter"),
         (takes_a_step, "changed the model's parameters"),
@@ -1010,6 +1039,7 @@ WRONG_ANSWERS = {
         (two_grads_without_retain_graph, "pass retain_graph=True"),
         (two_grads_as_in_the_notebook, "the caller's own backward afterwards raises error 1"),
         (two_grads_reverse_order_freeing, "your function freed the graph"),
+        (two_grads_bumping_the_weights, "raises error 2"),
         (two_grads_swapped, "M1 got the gradient of L2"),
         (two_grads_by_backward_on_both, "backward() adds into .grad"),
         (two_grads_with_restricted_backward, "changed M1.0.weight.grad"),

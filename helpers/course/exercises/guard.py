@@ -43,7 +43,8 @@ def run_learner(what: str, function: Callable[..., Any], *args: Any, **kwargs: A
     grad_mode = torch.is_grad_enabled()
     try:
         with torch.enable_grad():
-            return function(*args, **kwargs)
+            result = function(*args, **kwargs)
+            left_off = not torch.is_grad_enabled()
     except NotImplementedError as error:
         if _raised_by_learner(error):
             raise NotAttempted() from error
@@ -52,6 +53,11 @@ def run_learner(what: str, function: Callable[..., Any], *args: Any, **kwargs: A
         raise LearnerError(f"{what} raised {short_description(error)}") from error
     finally:
         torch.set_grad_enabled(grad_mode)  # a learner's set_grad_enabled(False) must not outlive the check
+    if left_off:
+        raise LearnerError(f"{what} returned with gradient tracking switched off (torch.set_grad_enabled(False), or "
+                           "torch.no_grad().__enter__() without its exit): its caller's next forward pass would "
+                           "record no graph. Put the untracked part in a `with torch.no_grad():` block.")
+    return result
 
 
 def _raised_by_learner(error: BaseException) -> bool:

@@ -10,6 +10,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from helpers.course.seeds import fresh
+
 Held = List[Optional[torch.Tensor]]
 
 
@@ -20,7 +22,7 @@ def held_grads(params: Sequence[torch.Tensor]) -> Held:
 
 def put_grads(params: Sequence[torch.Tensor], seed: int) -> Held:
     """Fill each ``.grad`` with seeded values, as a training loop in the middle of accumulating would; returns them."""
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(fresh(seed))
     for p in params:
         p.grad = torch.randn(p.shape, generator=generator).to(p.device, p.dtype)
     return held_grads(params)

@@ -19,6 +19,7 @@ from helpers.course.exercises.untouched import grad_change, held_grads, put_grad
 from helpers.course.models import BATCH, make_model, make_regression_batch
 
 EXERCISE_ID = "head_weight_grad"
+THIRD_BATCH = 24  # the third call's batch has another size: an answer that divides by 32 is wrong there
 
 HINTS = (
     "What a right answer looks like: a tensor shaped like the head's weight, [1, 64], equal to what "
@@ -39,7 +40,7 @@ def _reference(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor) ->
     return grad
 
 
-def _diagnose(result: Any, expected: torch.Tensor, call: str) -> str:
+def _diagnose(result: Any, expected: torch.Tensor, call: str, rows: int = BATCH) -> str:
     """Why ``result`` is not the expected gradient, as specifically as we can tell."""
     if result is None:
         return f"On the {call} call your function returned None. Did you forget `return`?"
@@ -56,8 +57,11 @@ def _diagnose(result: Any, expected: torch.Tensor, call: str) -> str:
     if factor is not None and abs(factor - 2) < 1e-3 and call == "second":
         return ("On the second call your gradient is twice the right one: the first call's gradient was still "
                 "in .grad. Clear it first (model.zero_grad()) or use torch.autograd.grad, which leaves .grad alone.")
-    if factor is not None and abs(factor - BATCH) < 1e-3:
-        return f"Your gradient is {BATCH} times too large: the loss must be the mean over the batch, not the sum."
+    if factor is not None and abs(factor - rows) < 1e-3:
+        return f"Your gradient is {rows} times too large: the loss must be the mean over the batch, not the sum."
+    if factor is not None and call == "third" and abs(factor - rows / BATCH) < 1e-3:
+        return (f"On the third call, a batch of {rows} rows, your gradient is {rows}/{BATCH} of the right one: it "
+                f"divides by {BATCH}, the size of the first batches. Take the mean over whatever batch arrives.")
     if factor is not None and abs(factor + 1) < 1e-3:
         return "Your gradient has the wrong sign: return the gradient itself, not the step direction -grad."
     return (f"On the {call} call your gradient differs from the reference by up to "
@@ -71,18 +75,26 @@ def _parameter_names(model: torch.nn.Module) -> List[str]:
 
 def _calls() -> List[Tuple[str, torch.nn.Module, torch.Tensor, torch.Tensor]]:
     """(which call, model, x, target): two batches on one model - the second written into the same tensors, as a
-    data loader refilling its buffer does - then another model."""
+    data loader refilling its buffer does - then another model, with a batch of another size."""
     model, other = make_model(seed=7), make_model(seed=8)
     x, target = make_regression_batch(seed=7)
-    return [("first", model, x, target), ("second", model, x, target), ("third", other, x, target)]
+    other_x, other_target = make_regression_batch(seed=9, batch=THIRD_BATCH)
+    return [("first", model, x, target), ("second", model, x, target), ("third", other, other_x, other_target)]
 
 
 def _state_problem(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor, weights: List[torch.Tensor],
-                   grads: list, before: Snapshot, global_settings: tuple) -> Optional[str]:
+                   versions: List[int], grads: list, before: Snapshot, global_settings: tuple) -> Optional[str]:
     """What the call changed that it should have left alone, or None."""
     if any(not torch.equal(p.detach(), w) for p, w in zip(model.parameters(), weights)):
         return ("Your function changed the model's parameters. It should only compute a gradient, not take an "
                 "optimizer step.")
+    moved = [(name, version, p._version) for name, p, version in zip(_parameter_names(model), model.parameters(),
+                                                                       versions) if p._version != version]
+    if moved:
+        name, old, new = moved[0]
+        return (f"Your function wrote into {name} in place (its version counter went from {old} to {new}), even "
+                "though its values came out the same. A caller whose graph saved that weight would then hit error 2 "
+                "in its next backward: compute the gradient without writing into any parameter.")
     problem = settings_change(global_settings) or changed(before, {"x": x, "target": target}, {"the model": model}, {})
     if problem is not None:
         return f"Your function {problem}."
@@ -99,15 +111,16 @@ def check_head_weight_grad(head_weight_grad: Callable[..., Any]) -> CheckResult:
     another model - with gradients already in ``.grad``, and compare each answer with torch.autograd.grad."""
     earlier: List[Tuple[str, torch.Tensor]] = []
     for index, (call, model, x, target) in enumerate(_calls()):
-        if index:
-            fill_in_place((x, target), make_regression_batch(seed=7 + index))
+        if index == 1:
+            fill_in_place((x, target), make_regression_batch(seed=8))
         expected = _reference(model, x, target)
         grads = put_grads(list(model.parameters()), seed=70 + index) if index != 1 else held_grads(
             list(model.parameters()))
         weights = [p.detach().clone() for p in model.parameters()]
+        versions = [p._version for p in model.parameters()]
         before, global_settings = snapshot({"x": x, "target": target}, {"the model": model}, {}), settings()
         result = run_learner(f"Your function ({call} call)", head_weight_grad, model, x, target)
-        problem = _state_problem(model, x, target, weights, grads, before, global_settings)
+        problem = _state_problem(model, x, target, weights, versions, grads, before, global_settings)
         if problem is not None:
             return failed(EXERCISE_ID, f"On the {call} call: {problem}")
         if not (isinstance(result, torch.Tensor) and result.shape == expected.shape and close(result, expected)):
@@ -118,10 +131,11 @@ def check_head_weight_grad(head_weight_grad: Callable[..., Any]) -> CheckResult:
                                                f", your function returned the gradient of the {earlier_call} call. "
                                                "It remembers an earlier call (a cache, a global, a default argument, "
                                                "a function attribute): compute from the arguments of each call.")
-            return failed(EXERCISE_ID, _diagnose(result, expected, call))
+            return failed(EXERCISE_ID, _diagnose(result, expected, call, rows=x.shape[0]))
         earlier.append((call, expected))
-    return passed(EXERCISE_ID, "Your gradient matches torch.autograd.grad on two batches and on a second model, and "
-                               "your function left .grad, the model and the inputs as it found them.")
+    return passed(EXERCISE_ID, "Your gradient matches torch.autograd.grad on two batches and on a second model with a "
+                               "batch of another size, and your function left .grad, the model and the inputs as it "
+                               "found them.")
 
 
 EXERCISE = Exercise(

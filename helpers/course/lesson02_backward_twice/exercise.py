@@ -14,6 +14,7 @@ from helpers.course.exercises.untouched import grad_change, put_grads, settings,
 from helpers.course.models import make_inputs, make_two_models, two_losses
 from helpers.tools import count_states, named_parameters, saved_tensors
 from helpers.tools.errors import KINDS
+from helpers.tools.saved import State
 
 EXERCISE_ID = "two_grads"
 
@@ -110,7 +111,12 @@ def _run_case(two_grads: Callable[..., Any], index: int, order: Tuple[str, str],
                         "remembers an earlier call (a cache, a global, a default argument). Differentiate the losses "
                         "it is given, every time.")
             return _diagnose_model(got, model, refs)
-    if count_states(saved_tensors((l1, l2), named_parameters(M1=m1, M2=m2))) != states:
+    now = count_states(saved_tensors((l1, l2), named_parameters(M1=m1, M2=m2)))
+    if now[State.STALE] > states[State.STALE]:
+        return ("the gradients are right, but your function wrote in place into a tensor the graph saved (a "
+                "parameter, even with the same values: its version counter moved): the caller's own backward "
+                "afterwards raises error 2. Leave every parameter and input as it is.")
+    if now != states:
         return ("the gradients are right, but your function freed the graph: the caller's own backward "
                 "afterwards raises error 1 (its last autograd.grad call ran without retain_graph=True). The caller "
                 "walks the graph after you, so keep it on every call.")

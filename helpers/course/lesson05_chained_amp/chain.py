@@ -11,13 +11,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers.course.seeds import fresh
+
 TEXT_FEATURES = 16
 HIDDEN_STATE = 32
 
 
 def _seeded(seed: int, build: Any) -> nn.Module:
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(fresh(seed))
         return build()
 
 
@@ -36,7 +38,7 @@ def make_unet(seed: int = 1, device: Optional[torch.device] = None) -> nn.Sequen
 
 def make_batch(seed: int = 0, batch: int = 8, device: Optional[torch.device] = None) -> Tuple[torch.Tensor, ...]:
     """Input ``x``, ``target`` and a 0/1 ``mask`` of the target's shape."""
-    generator = torch.Generator().manual_seed(seed + 3000)
+    generator = torch.Generator().manual_seed(fresh(seed + 3000))
     x = torch.randn(batch, TEXT_FEATURES, generator=generator)
     target = torch.randn(batch, TEXT_FEATURES, generator=generator)
     mask = (torch.rand(batch, TEXT_FEATURES, generator=generator) > 0.5).float()

@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers.course.seeds import fresh
+
 STATE_FEATURES = 4
 HIDDEN = 16  # the critic head is Linear(16, 1): its saved transposed weight is error 2's [16, 1] tensor
 N_ACTIONS = 3
@@ -48,7 +50,7 @@ class ActorCritic(nn.Module):
 def make_actor_critic(seed: int = 0, device: Optional[torch.device] = None) -> ActorCritic:
     """The case's network, initialised from ``seed`` (the global RNG is left untouched)."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(fresh(seed))
         model = ActorCritic()
     return model.to(device or "cpu")
 
@@ -57,7 +59,7 @@ def make_batch(
     seed: int = 0, batch: int = BATCH, device: Optional[torch.device] = None
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A fixed tiny batch: ``states [B, 4]``, the ``actions [B]`` taken (integers), their ``returns [B]``."""
-    generator = torch.Generator().manual_seed(seed + 3000)
+    generator = torch.Generator().manual_seed(fresh(seed + 3000))
     states = torch.randn(batch, STATE_FEATURES, generator=generator)
     actions = torch.randint(0, N_ACTIONS, (batch,), generator=generator)
     returns = torch.randn(batch, generator=generator)

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.course.recording import RecordingSGD
+from helpers.course.seeds import fresh
 from helpers.tools.gradients import gradients_of, relative_error, same_gradients  # noqa: F401 (notebook)
 
 NOISE_DIM = 4
@@ -39,7 +40,7 @@ StepFunction = Callable[..., Any]
 
 def _seeded(seed: int, build: Callable[[], nn.Module], device: Optional[torch.device]) -> nn.Module:
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(fresh(seed))
         return build().to(device or "cpu")
 
 
@@ -63,7 +64,7 @@ def make_gan(seed: int = 0, device: Optional[torch.device] = None) -> Tuple[nn.S
 def make_batch(seed: int = 0, batch: int = BATCH,
                device: Optional[torch.device] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """``(real, noise)``: real points from a ring of 8 blobs, ``[batch, 2]``, and noise ``[batch, 4]``."""
-    generator = torch.Generator().manual_seed(seed + 2000)
+    generator = torch.Generator().manual_seed(fresh(seed + 2000))
     angles = torch.randint(MODES, (batch,), generator=generator).float() * (2 * math.pi / MODES)
     centres = RING_RADIUS * torch.stack([angles.cos(), angles.sin()], dim=1)
     real = centres + BLOB_STD * torch.randn(batch, DATA_DIM, generator=generator)

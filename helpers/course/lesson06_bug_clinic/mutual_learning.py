@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers.course.seeds import fresh
 from helpers.tools.gradients import gradients_of, relative_error, same_gradients  # noqa: F401 (notebook)
 
 IN_FEATURES = 8
@@ -37,7 +38,7 @@ REVERSED_KL = "its cross-entropy + the reversed KL(own || other)"
 def make_peer(seed: int, device: torch.device = CPU) -> nn.Sequential:
     """A tiny classifier ``Linear(8, 16) -> ReLU -> Linear(16, 3)`` from ``seed`` (the global RNG is untouched)."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(fresh(seed))
         peer = nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, CLASSES))
     return peer.to(device)
 
@@ -49,7 +50,7 @@ def make_peers(seed: int = 0, device: torch.device = CPU) -> Tuple[nn.Sequential
 
 def make_batch(seed: int = 0, device: torch.device = CPU) -> Tuple[torch.Tensor, torch.Tensor]:
     """One small fixed batch: inputs ``[12, 8]`` and class labels ``[12]`` in ``0..2``."""
-    generator = torch.Generator().manual_seed(seed + 3000)
+    generator = torch.Generator().manual_seed(fresh(seed + 3000))
     x = torch.randn(BATCH, IN_FEATURES, generator=generator)
     y = torch.randint(0, CLASSES, (BATCH,), generator=generator)
     return x.to(device), y.to(device)

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers.course.seeds import fresh
 from helpers.tools.saved import graph_nodes
 
 IN_FEATURES = 8
@@ -38,7 +39,7 @@ Gradients = List[torch.Tensor]
 
 def _seeded(seed: int, build: Callable[[], nn.Module]) -> nn.Module:
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(fresh(seed))
         return build()
 
 
@@ -46,7 +47,7 @@ def make_batch(seed: int = 0, batch: int = BATCH,
                device: Optional[torch.device] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """``(x, y)``: ``batch`` points ``[batch, 8]`` from five Gaussian blobs (fixed centres) and their class."""
     centres = torch.randn(CLASSES, IN_FEATURES, generator=torch.Generator().manual_seed(CENTRE_SEED))
-    generator = torch.Generator().manual_seed(seed + 3000)
+    generator = torch.Generator().manual_seed(fresh(seed + 3000))
     y = torch.randint(CLASSES, (batch,), generator=generator)
     x = centres[y] + NOISE * torch.randn(batch, IN_FEATURES, generator=generator)
     return x.to(device or "cpu"), y.to(device or "cpu")

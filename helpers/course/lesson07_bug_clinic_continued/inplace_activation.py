@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers.course.seeds import fresh
+
 IN_FEATURES = 10
 WIDTH = 12  # h is [BATCH, WIDTH]: the [16, 12] tensor of this case's error 2
 CLASSES = 3
@@ -32,7 +34,7 @@ def make_multitask(seed: int = 0, device: Optional[torch.device] = None) -> Mode
     Initialised from ``seed`` without touching the global random state; the same on every device.
     """
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(fresh(seed))
         encoder = nn.Sequential(nn.Linear(IN_FEATURES, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH))
         cls_head = nn.Linear(WIDTH, CLASSES)
         reg_head = nn.Sequential(nn.ReLU(inplace=True), nn.Linear(WIDTH, 1))  # "saves memory"
@@ -57,7 +59,7 @@ def make_residual_multitask(seed: int = 0, device: Optional[torch.device] = None
                             ) -> Tuple[nn.Sequential, nn.Linear, ResidualHead]:
     """``(encoder, cls_head, reg_head)`` with ``reg_head`` a ``ResidualHead``; seeded, global RNG untouched."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(fresh(seed))
         encoder = nn.Sequential(nn.Linear(IN_FEATURES, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH))
         cls_head = nn.Linear(WIDTH, CLASSES)
         reg_head = ResidualHead()
@@ -74,7 +76,7 @@ def residual_reference_forward(encoder: nn.Module, cls_head: nn.Module, reg_head
 
 def make_batch(seed: int = 0, device: Optional[torch.device] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(x, labels, targets)``: inputs, class labels for the classifier, regression targets ``[BATCH]``."""
-    generator = torch.Generator().manual_seed(seed + 6000)
+    generator = torch.Generator().manual_seed(fresh(seed + 6000))
     x = torch.randn(BATCH, IN_FEATURES, generator=generator)
     labels = torch.randint(0, CLASSES, (BATCH,), generator=generator)
     targets = torch.randn(BATCH, generator=generator)

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers.course.seeds import fresh
 from helpers.tools.gradients import gradients_of, relative_error, same_gradients  # noqa: F401 (notebook)
 
 IN_FEATURES = 8
@@ -33,7 +34,7 @@ def make_multitask_model(seed: int = 0, device: Optional[torch.device] = None) -
     Initialised from ``seed`` without touching the global random state; the same on every device.
     """
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(fresh(seed))
         trunk = nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU())
         head_a = nn.Linear(HIDDEN, 1)
         head_b = nn.Linear(HIDDEN, CLASSES)
@@ -43,7 +44,7 @@ def make_multitask_model(seed: int = 0, device: Optional[torch.device] = None) -
 def make_batch(seed: int = 0, batch: int = BATCH,
                device: Optional[torch.device] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(x, y_a, y_b)``: inputs, regression targets ``[batch, 1]`` and class labels ``[batch]``."""
-    generator = torch.Generator().manual_seed(seed + 5000)
+    generator = torch.Generator().manual_seed(fresh(seed + 5000))
     x = torch.randn(batch, IN_FEATURES, generator=generator)
     y_a = torch.randn(batch, 1, generator=generator)
     y_b = torch.randint(0, CLASSES, (batch,), generator=generator)
