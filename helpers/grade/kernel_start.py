@@ -53,6 +53,10 @@ def _install_write_guard(log_path: str, allowed_roots: list) -> None:
 def main() -> None:
     limit, log_path, allowed = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    if os.environ.get("TMPDIR"):
+        import tempfile
+
+        tempfile.tempdir = os.environ["TMPDIR"]  # the private one, never a fallback to /tmp
     _install_write_guard(log_path, [os.path.realpath(root) for root in allowed.split(os.pathsep) if root])
     sys.argv = ["ipykernel_launcher", *sys.argv[4:]]
     runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)

@@ -106,8 +106,9 @@ def write_html(rows: Sequence[Row], path: Path, title_line: str, warnings: Seque
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Grades</title>"
              f"<style>{STYLE}</style></head><body><h1>Grades</h1><p>{html.escape(title_line)}</p>"]
     parts += [f"<p><b>Warning:</b> {html.escape(warning)}</p>" for warning in warnings]
-    parts.append(f"<p class='legend'>{legend} <small>Hover over a cell for the diagnosis; "
-                 "grades.csv has every message.</small></p>")
+    parts.append(f"<p class='legend'>{legend} <small>Hover over a cell for the diagnosis; grades.csv has every "
+                 "message. <b>fresh</b>: the notebook's own check passed this answer; the grader's fresh inputs "
+                 "exposed it.</small></p>")
     parts.append(f"<table><thead><tr><th>learner</th>{head}</tr></thead><tbody>{body}</tbody></table>")
     parts.append("<h2>What the room got wrong, per exercise</h2>")
     found = diagnoses(rows)

@@ -53,6 +53,8 @@ def kernel_environment(root: Path, threads: int) -> Dict[str, str]:
                IPYTHONDIR=str(root / "ipython"), MPLCONFIGDIR=str(root / "matplotlib"),
                XDG_CACHE_HOME=str(root / "cache"), XDG_CONFIG_HOME=str(root / "config"),
                XDG_DATA_HOME=str(root / "data"), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               TMP=str(root / "tmp"), TEMP=str(root / "tmp"), TORCHINDUCTOR_CACHE_DIR=str(root / "cache" / "inductor"),
+               TRITON_CACHE_DIR=str(root / "cache" / "triton"),
                PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="module://matplotlib_inline.backend_inline")
     return env
 

@@ -254,6 +254,9 @@ def _python_313() -> str:
     return str(found)
 
 
+GRADER = "helpers/grade/"
+
+
 def _helpers_imports() -> Dict[str, Set[str]]:
     """Top-level module name -> the helpers files that import it (absolute imports only)."""
     imports: Dict[str, Set[str]] = {}
@@ -305,8 +308,23 @@ def test_the_helpers_need_only_packages_colab_has_or_the_setup_cell_installs():
     colab_has = {"torch", "ipywidgets", "IPython", "numpy", "nbformat", "nbclient", "ipykernel", "jupyter_core",
                  "accelerate", "cloudpickle"}
     installed_by_the_cell = {"graphviz", "torchviz", "helpers"}
-    third_party = {name for name in _helpers_imports() if name not in sys.stdlib_module_names}
+    third_party = {name for name, files in _helpers_imports().items()
+                   if name not in sys.stdlib_module_names and not all(f.startswith(GRADER) for f in files)}
     assert third_party <= colab_has | installed_by_the_cell, third_party - colab_has - installed_by_the_cell
+
+
+def test_the_grader_needs_only_what_requirements_txt_installs():
+    """helpers/grade is the teacher's tool, run from the repository after `pip install -r requirements.txt`
+    (docs/workshop.md), never in a learner's Colab notebook: its imports must come from requirements.txt."""
+    listed = {re.split(r"[<>=\s#\[]", line.strip())[0].lower().replace("-", "_")
+              for line in (ROOT / "requirements.txt").read_text().splitlines() if line.strip()[:1].isalpha()}
+    brought_along = {"jupyter_client": "nbclient", "IPython": "ipykernel"}  # dependencies of a listed package
+    grader = {name for name, files in _helpers_imports().items()
+              if name not in sys.stdlib_module_names and any(f.startswith(GRADER) for f in files)}
+    assert grader, "the grader's imports were not found: update this test"
+    missing = {name for name in grader - {"helpers"} if name.lower() not in listed
+               and brought_along.get(name, "").lower() not in listed}
+    assert not missing, missing
 
 
 def test_the_helpers_use_only_core_ipywidgets_so_colab_needs_no_custom_widget_manager():
