@@ -112,7 +112,9 @@ class Snapshot:
                 self.entries.append((namespace, key, value))
                 if isinstance(value, types.FunctionType):
                     self.entries.append((value, "__code__", value.__code__))
-                if isinstance(value, type) and type.__getattribute__(value, "__dict__").get("__module__") == name:
+                # a real class only: on Python 3.10 an alias such as list[int] passes isinstance(..., type)
+                if type(value) is not types.GenericAlias and isinstance(value, type) and \
+                        type.__getattribute__(value, "__dict__").get("__module__") == name:
                     members = type.__getattribute__(value, "__dict__")  # a live view of the class's members
                     for member, member_value in list(members.items()):
                         if callable(member_value) or isinstance(member_value, (property, staticmethod, classmethod)):
