@@ -51,19 +51,25 @@ class Checker:
         self._jobs = 0
 
     def _start(self) -> subprocess.Popen:
-        log = open(self._work / "checker.log", "ab")
-        process = subprocess.Popen([sys.executable, "-m", "helpers.grade.checker"], cwd=self._work,
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+        with open(self._work / "checker.log", "ab") as log:
+            process = subprocess.Popen([sys.executable, "-m", "helpers.grade.checker"], cwd=self._work,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
         line = process.stdout.readline() if process.stdout else ""
         if not line.startswith('{"ready"'):
-            raise RuntimeError(f"the checking process did not start; see {self._work / 'checker.log'}")
+            process.kill()
+            log_lines = (self._work / "checker.log").read_text(errors="replace").strip().splitlines()
+            raise RuntimeError(log_lines[-1] if log_lines else "it ended without a word")
         return process
 
     def check(self, answers: Path, exercise_answers: Dict[str, str], salt: int, limits: Limits) -> Dict[str, Any]:
         """``{"results": {exercise: record}}``, or ``{"problem": reason}``."""
         with self._lock:
             if self._process is None or self._process.poll() is not None:
-                self._process = self._start()
+                try:
+                    self._process = self._start()
+                except (OSError, RuntimeError) as error:  # every notebook still gets its row, with the reason
+                    self._process = None
+                    return {"problem": f"the grader's checking process could not start ({error})"}
             self._jobs += 1
             job = {"job": self._jobs, "answers": str(answers), "exercises": exercise_answers, "salt": salt,
                    "timeout_s": limits.check_timeout_s, "memory_bytes": limits.memory_bytes * 2 // 3}

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from helpers.course import seeds
+from helpers.grade import grading
 from helpers.grade.cells import without_checks
 from helpers.grade.grading import Row
 from helpers.grade.guard import Guard, Snapshot, Tampered, guarded
@@ -100,3 +101,11 @@ def test_diagnoses_are_counted_most_common_first() -> None:
     assert found[0][2] == "Differs by up to 0.5." and found[1][2] == "M1 received the gradient of L1 + L2."
     assert diagnosis_of("Fresh inputs exposed it: x, show that it is wrong. The real one. More.") == "The real one."
     assert summary_line(rows, 7, 12.3) == "Graded 7 notebooks in 12 s: 1 passed, 5 failed, 1 not attempted, 0 error."
+
+
+def test_a_checking_process_that_cannot_start_gives_a_reason_not_a_crash(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(grading.sys, "executable", "/bin/false")
+    checker = grading.Checker(tmp_path)
+    result = checker.check(tmp_path / "answers.json", {"head_weight_grad": "head_weight_grad"}, 1, grading.Limits())
+    assert result == {"problem": "the grader's checking process could not start (it ended without a word)"}
