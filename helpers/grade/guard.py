@@ -202,9 +202,8 @@ def _plain_tensors_only(value: Any, depth: int = 0) -> None:
 def thread_state() -> Dict[str, Any]:
     """What torch keeps per thread and an answer may leave changed: grad mode, and what is left switched on."""
     state: Dict[str, Any] = {"grad mode": torch.is_grad_enabled(), "inference mode": torch.is_inference_mode_enabled()}
-    for name, probe in (("saved-tensor hooks", "_top_saved_tensors_default_hooks"),):
-        top = getattr(torch._C._autograd, probe, None)  # not on every torch version
-        state[name] = top(False) is not None if top is not None else False
+    top_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)  # not on torch 2.4
+    state["saved-tensor hooks"] = top_hooks is not None and top_hooks(False) is not None
     state["a torch function mode"] = torch._C._len_torch_function_stack() > 0
     state["a torch dispatch mode"] = torch._C._len_torch_dispatch_stack() > 0
     try:
