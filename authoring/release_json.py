@@ -16,6 +16,8 @@ RELEASE_FILE = "release.json"
 GITHUB_REPOSITORY = re.compile(r"^https://github\.com/(?P<owner>[A-Za-z0-9-]+)/(?P<name>[A-Za-z0-9._-]+?)(\.git)?$")
 COMMIT_HASH = re.compile(r"^[0-9a-f]{40}$")
 VERSION_TAG = re.compile(r"^v?\d+(\.\d+)*([.-]?[A-Za-z0-9]+)*$")
+COLAB_SITE = "https://colab.research.google.com"
+BINDER_SITE = "https://mybinder.org"
 BRANCH_NAMES = {"main", "master", "develop", "dev", "head", "trunk", "gh-pages"}
 
 
@@ -45,11 +47,12 @@ class Release:
 
     def colab_url(self, notebook_path: str) -> str:
         """The address that opens ``notebook_path`` (relative to the repository root) in Google Colab."""
-        return f"https://colab.research.google.com/github/{self.owner_and_name}/blob/{self.ref}/{notebook_path}"
+        return f"{COLAB_SITE}/github/{self.owner_and_name}/blob/{self.ref}/{notebook_path}"
 
     def binder_url(self, notebook_path: str) -> str:
         """The address that builds the course on Binder and opens ``notebook_path`` in JupyterLab."""
-        return f"https://mybinder.org/v2/gh/{self.owner_and_name}/{self.ref}?urlpath={quote('lab/tree/' + notebook_path, safe='')}"
+        where = quote("lab/tree/" + notebook_path, safe="")
+        return f"{BINDER_SITE}/v2/gh/{self.owner_and_name}/{self.ref}?urlpath={where}"
 
 
 def validate(release: Release) -> Release:

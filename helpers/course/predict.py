@@ -5,7 +5,8 @@ import html
 from dataclasses import dataclass
 from typing import Any, Callable, List, Mapping
 
-from helpers.tools.display import card_html, in_notebook
+from helpers.course.static_site import widgets_wanted
+from helpers.tools.display import card_html
 from helpers.tools.errors import classify
 
 
@@ -87,7 +88,7 @@ def predict(
     if len(answers) != 1:
         raise AssertionError(f"Exactly one choice must stand for the outcome {outcome!r}; found {answers}.")
     prediction = Prediction(question, list(choices), answers[0], explanation)
-    if in_notebook():
+    if widgets_wanted():
         try:
             return predict_widget(prediction)
         except ImportError:

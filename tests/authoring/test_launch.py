@@ -128,6 +128,8 @@ def test_no_launch_address_is_written_by_hand_anywhere():
     """Every Colab or Binder address in the repository is one that release.json generates."""
     current = release_json.load(ROOT)
     files = NOTEBOOKS + [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
+    files += sorted((ROOT / "book").glob("*.*")) + sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+    files += sorted((ROOT / "authoring" / "site").glob("*.py"))
     for path in files:
         for match in LAUNCH_ADDRESS.finditer(path.read_text()):
             url = match.group(0)

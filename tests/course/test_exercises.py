@@ -165,6 +165,17 @@ def test_hint_widget_reveals_the_next_level_on_each_click():
     assert "4. Full solution" in shown.value and button.disabled
 
 
+def test_on_the_website_hints_are_every_level_folded(monkeypatch):
+    """bash book/build sets COURSE_STATIC_SITE=1: no button (nothing can click it on a page), every level folded."""
+    from helpers.course import static_site
+
+    monkeypatch.setenv(static_site.STATIC_SITE_VARIABLE, "1")
+    folded = exercises.hint("head_weight_grad")
+    card = folded._repr_html_()
+    assert card.count("<details") == 4 and "4. Full solution" in card and "torch.autograd.grad(" in card
+    assert "4. Full solution" in str(folded)
+
+
 def test_a_learners_set_grad_enabled_false_does_not_outlive_the_check():
     exercises.evaluate("two_model_step", course_answers.step_disabling_grad)
     assert torch.is_grad_enabled()

@@ -35,3 +35,17 @@ def test_predict_widget_reveals_feedback_for_the_clicked_choice():
     assert "Not this time." in feedback.value and "three" in feedback.value
     buttons.children[0].click()
     assert "Right!" in feedback.value and "Arithmetic." in feedback.value
+
+
+def test_on_the_website_predict_is_the_static_card_even_in_a_kernel(monkeypatch):
+    """bash book/build sets COURSE_STATIC_SITE=1 for its kernels: the card, with the answer folded, not buttons."""
+    from helpers.course import static_site
+
+    monkeypatch.setattr(static_site, "in_notebook", lambda: True)
+    monkeypatch.setenv(static_site.STATIC_SITE_VARIABLE, "1")
+    result = predict("1 + 1?", {"two": 2, "three": 3}, run=lambda: 2, expected=2, explanation="Arithmetic.")
+    assert isinstance(result, Prediction)
+    card = result._repr_html_()
+    assert "<details><summary>Answer</summary>" in card and "Right!" in card
+    monkeypatch.setenv(static_site.STATIC_SITE_VARIABLE, "0")
+    assert not isinstance(predict("1 + 1?", {"two": 2}, run=lambda: 2, expected=2, explanation=""), Prediction)

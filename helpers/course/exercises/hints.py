@@ -6,7 +6,8 @@ import html
 from typing import List, Optional, Tuple
 
 from helpers.course.exercises.solutions import solution_source
-from helpers.tools.display import card_html, in_notebook, pre_html
+from helpers.course.static_site import building_static_site, widgets_wanted
+from helpers.tools.display import card_html, pre_html
 
 LEVEL_NAMES = ("Symptom", "Cause", "The API, and the shape of the fix", "Full solution")
 
@@ -54,9 +55,24 @@ class HintText:
         return card_html(f"Hints for {self.exercise_id}", "".join(parts), accent="#2980b9")
 
 
+def _level_body(name: str, text: str) -> str:
+    return pre_html(text) if name == "Full solution" else f"<div>{html.escape(text)}</div>"
+
+
 def _level_html(number: int, name: str, text: str) -> str:
-    body = pre_html(text) if name == "Full solution" else f"<div>{html.escape(text)}</div>"
-    return f"<div style='margin:4px 0'><b>{number}. {html.escape(name)}</b>{body}</div>"
+    return f"<div style='margin:4px 0'><b>{number}. {html.escape(name)}</b>{_level_body(name, text)}</div>"
+
+
+class FoldedHints(HintText):
+    """Every level, each folded under its name: the hint button's static form, on the course's website."""
+
+    def __init__(self, exercise_id: str, levels: List[Tuple[str, str]]) -> None:
+        super().__init__(exercise_id, levels, len(levels))
+
+    def _repr_html_(self) -> str:
+        parts = [f"<details style='margin:4px 0'><summary><b>{i}. {html.escape(name)}</b></summary>"
+                 f"{_level_body(name, text)}</details>" for i, (name, text) in enumerate(self.levels, 1)]
+        return card_html(f"Hints for {self.exercise_id}", "".join(parts), accent="#2980b9")
 
 
 def hint_widget(exercise_id: str, levels: List[Tuple[str, str]]):  # -> ipywidgets.VBox
@@ -91,7 +107,9 @@ def make_hint(exercise_id: str, hints: Tuple[str, str, str], level: Optional[int
     levels = hint_levels(exercise_id, hints)
     if level is not None and (isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= len(levels)):
         return NoSuchLevel(exercise_id, level, len(levels))
-    if level is None and in_notebook():
+    if level is None and building_static_site():
+        return FoldedHints(exercise_id, levels)
+    if level is None and widgets_wanted():
         try:
             return hint_widget(exercise_id, levels)
         except ImportError:

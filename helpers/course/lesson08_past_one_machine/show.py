@@ -7,9 +7,20 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from IPython.display import Code
 
 
-def show_code(*functions: Callable) -> Code:
+class HighlightedCode(Code):
+    """IPython's ``Code`` without its LaTeX form: HTML in Jupyter, plain text elsewhere.
+
+    The LaTeX form is never shown, but a web page built from the notebook would load MathJax for it.
+    """
+
+    def _repr_latex_(self) -> None:
+        return None
+
+
+def show_code(*functions: Callable) -> HighlightedCode:
     """The source of ``functions``, highlighted in Jupyter (plain text elsewhere)."""
-    return Code("\n\n".join(inspect.getsource(function).rstrip() for function in functions), language="python")
+    source = "\n\n".join(inspect.getsource(function).rstrip() for function in functions)
+    return HighlightedCode(source, language="python")
 
 
 def ranks_table(rows: Sequence[Tuple[str, bool, bool]], drifts: Optional[Dict[str, List[float]]] = None) -> str:

@@ -1,0 +1,49 @@
+"""Fixtures for the website's tests: the site built in place, a released copy's site, and what each page shows.
+
+Both builds share this repository's execution cache: the released copy differs only in its launch links, so its
+notebooks come from the cache instead of running again.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+from tests.browser.conftest import chromium, require_browser  # noqa: F401  (chromium: the shared browser fixture)
+from tests.paths import ROOT
+from tests.site.build import build_site, released_copy, require_jupyter_book
+from tests.site.page_facts import PageFacts, gather
+
+
+@pytest.fixture(scope="session")
+def site() -> Path:
+    """``bash book/build`` in this repository: book/_build/html/."""
+    require_jupyter_book()
+    require_browser()
+    return build_site(ROOT)
+
+
+@pytest.fixture(scope="session")
+def released_root(tmp_path_factory: pytest.TempPathFactory, site: Path) -> Path:
+    """A copy of the course released as https://github.com/example-org/NAME at v1.0.0 (after ``site``, whose
+    build fills the shared execution cache)."""
+    return released_copy(tmp_path_factory.mktemp("released-course"))
+
+
+@pytest.fixture(scope="session")
+def released_site(released_root: Path) -> Path:
+    """The released copy's website."""
+    return build_site(released_root)
+
+
+@pytest.fixture(scope="session")
+def pages(chromium, site: Path) -> Dict[str, PageFacts]:  # noqa: F811
+    """Every page of the site as the browser showed it; screenshots in test-artifacts/site/unreleased/."""
+    return gather(chromium, site, screenshots="unreleased")
+
+
+@pytest.fixture(scope="session")
+def released_pages(chromium, released_site: Path) -> Dict[str, PageFacts]:  # noqa: F811
+    """Every page of the released copy's site; screenshots in test-artifacts/site/released/."""
+    return gather(chromium, released_site, screenshots="released")

@@ -1,0 +1,109 @@
+"""What a reader's browser finds on each page of a built website, gathered once per page with Playwright."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "site"
+EXPECTED_ERROR_CARD = "Expected error reproduced"
+TRACEBACK_LINE = "Traceback (most recent call last)"
+
+# Run in the page: pictures, links, error outputs, and every traceback text with the place it stands.
+_GATHER = """
+([cardTitle, tracebackLine]) => {
+  const article = document.querySelector('article') || document.body;
+  const images = [...document.images].map(i => ({src: i.currentSrc || i.src, complete: i.complete,
+                                                  width: i.naturalWidth, height: i.naturalHeight}));
+  const links = [...document.querySelectorAll('a[href]')].map(a => ({href: a.href, text: a.textContent.trim()}));
+  const errorOutputs = [...document.querySelectorAll('.output.traceback, .output.error')]
+    .map(e => e.textContent.slice(0, 300));
+  const strayTracebacks = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    if (!node.textContent.includes(tracebackLine)) continue;
+    const details = node.parentElement.closest('details');
+    const output = details && details.closest('.output');
+    if (!(output && output.textContent.trimStart().startsWith(cardTitle))) {
+      strayTracebacks.push(node.parentElement.textContent.slice(0, 300));
+    }
+  }
+  return {images, links, errorOutputs, strayTracebacks, text: article.textContent,
+          title: document.title, scripts: [...document.scripts].map(s => s.src).filter(Boolean)};
+}
+"""
+
+
+@dataclass
+class PageFacts:
+    """One page as the browser showed it."""
+
+    path: str
+    title: str
+    text: str
+    images: List[dict]
+    links: List[dict]
+    error_outputs: List[str]
+    stray_tracebacks: List[str]
+    scripts: List[str]
+    network_requests: List[str] = field(default_factory=list)
+    console_errors: List[str] = field(default_factory=list)
+
+
+def html_pages(site: Path) -> List[str]:
+    """Every page of the site, relative to its root (Sphinx's own folders, such as _static, left out)."""
+    return sorted(path.relative_to(site).as_posix() for path in site.rglob("*.html")
+                  if not any(part.startswith("_") for part in path.relative_to(site).parts))
+
+
+def gather(browser, site: Path, screenshots: str = "") -> Dict[str, PageFacts]:
+    """Open every page of ``site`` offline (a request that would leave the machine is refused and recorded);
+    with ``screenshots``, save a full-page screenshot of each under test-artifacts/site/<screenshots>/."""
+    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    requests: List[str] = []
+
+    def refuse_network(route) -> None:
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            requests.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", refuse_network)
+    facts: Dict[str, PageFacts] = {}
+    try:
+        page = context.new_page()
+        console: List[str] = []
+        page.on("console", lambda message: console.append(message.text) if message.type == "error" else None)
+        for relative in html_pages(site):
+            requests.clear()
+            console.clear()
+            page.goto((site / relative).as_uri(), wait_until="load")
+            page.wait_for_load_state("networkidle")
+            data = page.evaluate(_GATHER, [EXPECTED_ERROR_CARD, TRACEBACK_LINE])
+            facts[relative] = PageFacts(
+                path=relative, title=data["title"], text=data["text"], images=data["images"], links=data["links"],
+                error_outputs=data["errorOutputs"], stray_tracebacks=data["strayTracebacks"],
+                scripts=data["scripts"], network_requests=list(requests), console_errors=list(console))
+            if screenshots:
+                target = ARTIFACTS / screenshots / (relative.replace("/", "__").removesuffix(".html") + ".png")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(target), full_page=True)
+    finally:
+        context.close()
+    return facts
+
+
+def search_results(browser, site: Path, query: str) -> List[str]:
+    """The pages Sphinx's search page lists for ``query``, as the addresses of their links."""
+    context = browser.new_context()
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
+                  else route.abort())
+    try:
+        page = context.new_page()
+        page.goto((site / "search.html").as_uri() + f"?q={query}", wait_until="load")
+        page.wait_for_function("document.querySelectorAll('#search-results li a').length > 0", timeout=30_000)
+        return page.eval_on_selector_all("#search-results li a", "links => links.map(a => a.href)")
+    finally:
+        context.close()
