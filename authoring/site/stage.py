@@ -75,6 +75,7 @@ def write_tree(folder: Path, files: Dict[str, bytes]) -> List[str]:
 def stage(root: Path, source: Path, cache_base: Path) -> List[str]:
     """Write the book of the course at ``root`` into ``source``; returns the paths written.
 
-    The execution cache is a folder under ``cache_base`` named by the helpers' and torch's fingerprint.
+    The execution cache is a folder under ``cache_base`` named by a fingerprint of the helpers, torch and
+    ``book/build``.
     """
     return write_tree(source, book_files(root, execution_cache(root, cache_base)))

@@ -106,23 +106,6 @@ class LabServers:
 
 
 @pytest.fixture(scope="session")
-def chromium() -> Iterator[Browser]:
-    """Debian's Chromium, headless, driven by Playwright (never a downloaded browser build)."""
-    require_browser()
-    from playwright.sync_api import sync_playwright
-
-    playwright = sync_playwright().start()
-    try:
-        browser = playwright.chromium.launch(executable_path=chromium_executable(), headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-    finally:
-        playwright.stop()
-
-
-@pytest.fixture(scope="session")
 def course_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A temporary copy of solutions/ and notebooks/: what the servers serve and the browser may change."""
     copy = tmp_path_factory.mktemp("course")

@@ -10,7 +10,7 @@ from typing import Dict
 
 import pytest
 
-from tests.browser.conftest import chromium, require_browser  # noqa: F401  (chromium: the shared browser fixture)
+from tests.browser.conftest import require_browser
 from tests.paths import ROOT
 from tests.site.build import build_site, released_copy, require_jupyter_book
 from tests.site.page_facts import PageFacts, gather
@@ -38,12 +38,12 @@ def released_site(released_root: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def pages(chromium, site: Path) -> Dict[str, PageFacts]:  # noqa: F811
+def pages(chromium, site: Path) -> Dict[str, PageFacts]:
     """Every page of the site as the browser showed it; screenshots in test-artifacts/site/unreleased/."""
     return gather(chromium, site, screenshots="unreleased")
 
 
 @pytest.fixture(scope="session")
-def released_pages(chromium, released_site: Path) -> Dict[str, PageFacts]:  # noqa: F811
+def released_pages(chromium, released_site: Path) -> Dict[str, PageFacts]:
     """Every page of the released copy's site; screenshots in test-artifacts/site/released/."""
     return gather(chromium, released_site, screenshots="released")

@@ -79,9 +79,12 @@ def gather(browser, site: Path, screenshots: str = "") -> Dict[str, PageFacts]:
         for relative in html_pages(site):
             requests.clear()
             console.clear()
-            page.goto((site / relative).as_uri(), wait_until="load")
-            page.wait_for_load_state("networkidle")
-            data = page.evaluate(_GATHER, [EXPECTED_ERROR_CARD, TRACEBACK_LINE])
+            try:
+                page.goto((site / relative).as_uri(), wait_until="load")
+                page.wait_for_function("[...document.images].every(image => image.complete)", timeout=30_000)
+                data = page.evaluate(_GATHER, [EXPECTED_ERROR_CARD, TRACEBACK_LINE])
+            except Exception as error:  # say which page, whatever Playwright raised
+                raise AssertionError(f"{relative}: the browser could not open it: {error}") from error
             facts[relative] = PageFacts(
                 path=relative, title=data["title"], text=data["text"], images=data["images"], links=data["links"],
                 error_outputs=data["errorOutputs"], stray_tracebacks=data["strayTracebacks"],

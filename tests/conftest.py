@@ -1,0 +1,34 @@
+"""Fixtures shared by the test folders that drive a browser (tests/browser/, tests/site/).
+
+One Playwright per test process: two in one process cannot run (the second finds the first one's event loop), and
+one xdist worker may run tests of both folders.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+import pytest
+
+from tests.browser.conftest import CHROMIUM_ARGS, chromium_executable, require_browser
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Browser]:
+    """Debian's Chromium, headless, driven by Playwright (never a downloaded browser build)."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    playwright = sync_playwright().start()
+    try:
+        browser = playwright.chromium.launch(executable_path=chromium_executable(), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+    finally:
+        playwright.stop()
+
+
