@@ -30,5 +30,3 @@ def chromium() -> Iterator[Browser]:
             browser.close()
     finally:
         playwright.stop()
-
-

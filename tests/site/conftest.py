@@ -45,5 +45,6 @@ def pages(chromium, site: Path) -> Dict[str, PageFacts]:
 
 @pytest.fixture(scope="session")
 def released_pages(chromium, released_site: Path) -> Dict[str, PageFacts]:
-    """Every page of the released copy's site; screenshots in test-artifacts/site/released/."""
-    return gather(chromium, released_site, screenshots="released")
+    """Every page of the released copy's site; its first screen (launch buttons, page note) in
+    test-artifacts/site/released/ (the rest of each page is the same as without a release)."""
+    return gather(chromium, released_site, screenshots="released", full_page=False)

@@ -57,9 +57,10 @@ def html_pages(site: Path) -> List[str]:
                   if not any(part.startswith("_") for part in path.relative_to(site).parts))
 
 
-def gather(browser, site: Path, screenshots: str = "") -> Dict[str, PageFacts]:
+def gather(browser, site: Path, screenshots: str = "", full_page: bool = True) -> Dict[str, PageFacts]:
     """Open every page of ``site`` offline (a request that would leave the machine is refused and recorded);
-    with ``screenshots``, save a full-page screenshot of each under test-artifacts/site/<screenshots>/."""
+    with ``screenshots``, save a screenshot of each (the whole page, or its first screen) under
+    test-artifacts/site/<screenshots>/."""
     context = browser.new_context(viewport={"width": 1300, "height": 900})
     requests: List[str] = []
 
@@ -92,7 +93,7 @@ def gather(browser, site: Path, screenshots: str = "") -> Dict[str, PageFacts]:
             if screenshots:
                 target = ARTIFACTS / screenshots / (relative.replace("/", "__").removesuffix(".html") + ".png")
                 target.parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=str(target), full_page=True)
+                page.screenshot(path=str(target), full_page=full_page)
     finally:
         context.close()
     return facts
