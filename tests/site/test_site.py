@@ -18,6 +18,7 @@ from authoring import release_json
 from authoring.launch_cells import SETUP_TAG
 from authoring.site.landing import readme_commands
 from authoring.site.pages import course_pages
+from helpers.course.exercises.registry import exercises
 from tests.paths import ROOT
 from tests.site.build import THROWAWAY_REF, THROWAWAY_REPOSITORY
 from tests.site.page_facts import PageFacts, search_results
@@ -89,6 +90,9 @@ def test_each_notebook_page_shows_every_output_of_its_run(stem: str, site: Path,
     assert facts.text.count("Version timeline") == shown("Version timeline"), f"{stem}: version timelines"
     checks = [cell for cell in notebook.cells if "check" in cell.metadata.get("tags", [])]
     assert facts.text.count("✓ checked") >= len(checks), f"{stem}: fewer check lines on the page than check cells"
+    for exercise_id, exercise in exercises().items():
+        if exercise.notebook == stem:
+            assert f"Correct - exercise {exercise_id}" in facts.text, f"{stem}: no passed card for {exercise_id}"
 
 
 # ---------------------------------------------------------------- what a reader must never see
