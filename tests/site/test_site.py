@@ -13,6 +13,7 @@ from urllib.parse import unquote, urlparse
 
 import nbformat
 import pytest
+import yaml
 
 from authoring import release_json
 from authoring.launch_cells import SETUP_TAG
@@ -59,8 +60,14 @@ def test_the_site_has_every_page_in_course_order(site: Path, pages: Dict[str, Pa
 
 
 def executed(site: Path, stem: str) -> nbformat.NotebookNode:
-    """The notebook as the build ran it (Jupyter Book keeps it beside the HTML)."""
-    return nbformat.read(str(site.parent / "jupyter_execute" / "notebooks" / f"{stem}.ipynb"), as_version=4)
+    """The page's notebook with the outputs its run made, from the build's execution cache (Jupyter Book's own
+    copy beside the HTML has no outputs when they came from the cache)."""
+    from jupyter_cache import get_cache
+
+    source = site.parent / "source"
+    cache = get_cache(yaml.safe_load((source / "_config.yml").read_text(encoding="utf-8"))["execute"]["cache"])
+    page = nbformat.read(str(source / "notebooks" / f"{stem}.ipynb"), as_version=4)
+    return cache.get_cache_bundle(cache.match_cache_notebook(page).pk).nb
 
 
 def outputs_of(notebook: nbformat.NotebookNode) -> List[dict]:
