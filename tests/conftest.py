@@ -1,11 +1,11 @@
-"""Fixtures shared by the test folders that drive a browser (tests/browser/, tests/site/).
+"""Fixtures shared by the test folders that drive a browser (tests/browser/, tests/site/), and the tests' order.
 
 One Playwright per test process: two in one process cannot run (the second finds the first one's event loop), and
 one xdist worker may run tests of both folders.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, List
 
 import pytest
 
@@ -30,3 +30,9 @@ def chromium() -> Iterator[Browser]:
             browser.close()
     finally:
         playwright.stop()
+
+
+def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
+    """The website's tests first: its module is the longest one a single worker runs (it builds the site twice), so
+    it starts while the other workers share the rest, instead of running alone at the end."""
+    items.sort(key=lambda item: 0 if "tests/site/" in item.nodeid else 1)
