@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import nbformat
 
@@ -23,6 +23,7 @@ COURSE_DISTRIBUTION = "two-losses-course-helpers"
 # Installed on Colab with --no-deps, beside the helpers: Colab has torch, ipywidgets, numpy, IPython.
 COLAB_EXTRA_PACKAGES = ("torchviz==0.0.3", "graphviz")
 # Folded on Colab (a form shows only the title) and collapsed in JupyterLab: learners see one line.
+README_NOTEBOOK_ROW = re.compile(r"^\| `(?P<stem>\d\d_\w+)` \|")
 FOLDED_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}}
 
 _SETUP_TEMPLATE = '''\
@@ -91,14 +92,15 @@ def with_badges(markdown: str, badges: str) -> str:
     return f"{title}\n{BADGES_START}\n{badges}\n{BADGES_END}{newline}{rest}"
 
 
-def _is_setup_cell(cell: nbformat.NotebookNode) -> bool:
+def is_setup_cell(cell: nbformat.NotebookNode) -> bool:
+    """True for the Colab set-up cell (tagged ``colab-setup``)."""
     return cell.cell_type == "code" and SETUP_TAG in cell.get("metadata", {}).get("tags", [])
 
 
 def with_launch_cells(notebook: nbformat.NotebookNode, release: Release, notebook_path: str) -> nbformat.NotebookNode:
     """A copy of ``notebook`` with fresh badges in its first cell and the set-up cell right below that cell."""
     notebook = copy.deepcopy(notebook)
-    cells: List[nbformat.NotebookNode] = [cell for cell in notebook.cells if not _is_setup_cell(cell)]
+    cells: List[nbformat.NotebookNode] = [cell for cell in notebook.cells if not is_setup_cell(cell)]
     if cells and cells[0].cell_type == "markdown":
         cells[0].source = with_badges(cells[0].source, badges_markdown(release, notebook_path))
     first_code = 1 if cells and cells[0].cell_type == "markdown" else 0
@@ -117,6 +119,14 @@ def readme_open_cell(release: Release, notebook_path: Optional[str]) -> str:
     return badges_markdown(release, notebook_path) or "after the first release"
 
 
+def readme_notebook_row(line: str) -> Optional[Tuple[str, List[str]]]:
+    """For a row of the README's notebook table (``| `00_start_here` | ... |``): the stem and the row's cells."""
+    match = README_NOTEBOOK_ROW.match(line)
+    if not match:
+        return None
+    return match["stem"], [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
 def readme_with_badges(readme: str, release: Release, notebook_folder: str, existing: List[str]) -> str:
     """``readme`` with the last column ("open") of its notebook table regenerated.
 
@@ -125,10 +135,9 @@ def readme_with_badges(readme: str, release: Release, notebook_folder: str, exis
     """
     lines = []
     for line in readme.split("\n"):
-        match = re.match(r"^\| `(?P<stem>\d\d_\w+)` \|", line)
-        if match:
-            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-            stem = match["stem"]
+        row = readme_notebook_row(line)
+        if row:
+            stem, cells = row
             cells[-1] = readme_open_cell(release, f"{notebook_folder}/{stem}.ipynb" if stem in existing else None)
             line = "| " + " | ".join(cells) + " |"
         lines.append(line)

@@ -1,25 +1,14 @@
 """The teachers' documents (``docs/*.md``) as pages, with the files their links point to."""
 from __future__ import annotations
 
+import posixpath
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Dict, Tuple
 
 from authoring.site.pages import DOCS_FOLDER, LANDING_PAGE
 
 LINK = re.compile(r"\]\((?P<target>[^)#\s:]+)(?P<anchor>#[^)\s]*)?\)")
-
-
-def _normalised(path: PurePosixPath) -> PurePosixPath:
-    parts: list = []
-    for part in path.parts:
-        if part == "..":
-            if not parts:
-                raise ValueError(f"{path} leaves the repository")
-            parts.pop()
-        elif part != ".":
-            parts.append(part)
-    return PurePosixPath(*parts)
 
 
 def document_page(root: Path, name: str) -> Tuple[str, Dict[str, bytes]]:
@@ -32,12 +21,14 @@ def document_page(root: Path, name: str) -> Tuple[str, Dict[str, bytes]]:
 
     def relink(match: re.Match) -> str:
         target = match["target"]
-        in_repository = _normalised(PurePosixPath(DOCS_FOLDER) / target)
-        if str(in_repository) == "README.md":
+        in_repository = posixpath.normpath(posixpath.join(DOCS_FOLDER, target))
+        if in_repository.startswith("../"):
+            raise ValueError(f"docs/{name}.md links {target}, outside the repository")
+        if in_repository == "README.md":
             return f"](../{LANDING_PAGE}.md)"
         source = root / in_repository
         if source.is_file() and source.suffix != ".md":
-            needed[str(in_repository)] = source.read_bytes()
+            needed[in_repository] = source.read_bytes()
         return match.group(0)
 
     return LINK.sub(relink, text), needed

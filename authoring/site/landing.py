@@ -8,14 +8,13 @@ from __future__ import annotations
 import re
 from typing import Dict, List
 
-from authoring.launch_cells import with_badges
+from authoring.launch_cells import readme_notebook_row, with_badges
 from authoring.site.pages import NOTEBOOK_FOLDER
 
 INTRO_MARKER = "<!-- from README: what the course teaches, and for whom -->"
 COMMANDS_MARKER = "<!-- from README: the two set-up commands -->"
 MAP_MARKER = "<!-- from README: the notebook map -->"
 SETUP_HEADING = "## Set-up"
-MAP_ROW = re.compile(r"^\| `(?P<stem>\d\d_\w+)` \| (?P<what>.*?) \| (?P<time>[^|]*?) \|")
 
 
 class LandingError(ValueError):
@@ -54,10 +53,10 @@ def notebook_map(readme: str, notebooks: List[str]) -> str:
     """The README's notebook table, as links to the pages: notebook, what you learn, time."""
     rows: Dict[str, str] = {}
     for line in readme.splitlines():
-        match = MAP_ROW.match(line)
-        if match:
-            link = f"[`{match['stem']}`]({NOTEBOOK_FOLDER}/{match['stem']}.ipynb)"
-            rows[match["stem"]] = f"| {link} | {match['what']} | {match['time'].strip()} |"
+        row = readme_notebook_row(line)
+        if row and len(row[1]) >= 3:
+            stem, (_, what, time, *_) = row
+            rows[stem] = f"| [`{stem}`]({NOTEBOOK_FOLDER}/{stem}.ipynb) | {what} | {time} |"
     missing = [stem for stem in notebooks if stem not in rows]
     if missing:
         raise LandingError(f"the README's notebook table has no row for {missing}")

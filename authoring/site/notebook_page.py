@@ -7,7 +7,7 @@ from typing import Dict, Tuple
 
 import nbformat
 
-from authoring.launch_cells import SETUP_TAG, with_badges
+from authoring.launch_cells import is_setup_cell, with_badges
 from authoring.release_json import Release
 from authoring.site.pages import NOTEBOOK_FOLDER, STUDENT_FOLDER
 
@@ -54,7 +54,7 @@ def notebook_page(solved: nbformat.NotebookNode, stem: str, release: Release
     page = copy.deepcopy(solved)
     if page.cells and page.cells[0].cell_type == "markdown":
         page.cells[0].source = with_badges(page.cells[0].source, "")
-    cells = [cell for cell in page.cells if not (cell.cell_type == "code" and SETUP_TAG in _tags(cell))]
+    cells = [cell for cell in page.cells if not is_setup_cell(cell)]
     pictures: Dict[str, bytes] = {}
     for cell in cells:
         if cell.cell_type == "code" and _hidden(cell) and REMOVE_INPUT not in _tags(cell):

@@ -34,7 +34,7 @@ _GATHER = """
     }
   }
   return {images, links, errorOutputs, strayTracebacks, text: article.textContent,
-          title: document.title, scripts: [...document.scripts].map(s => s.src).filter(Boolean)};
+          scripts: [...document.scripts].map(s => s.src).filter(Boolean)};
 }
 """
 
@@ -44,7 +44,6 @@ class PageFacts:
     """One page as the browser showed it."""
 
     path: str
-    title: str
     text: str
     images: List[dict]
     links: List[dict]
@@ -52,7 +51,6 @@ class PageFacts:
     stray_tracebacks: List[str]
     scripts: List[str]
     network_requests: List[str] = field(default_factory=list)
-    console_errors: List[str] = field(default_factory=list)
 
 
 def html_pages(site: Path) -> List[str]:
@@ -61,36 +59,39 @@ def html_pages(site: Path) -> List[str]:
                   if not any(part.startswith("_") for part in path.relative_to(site).parts))
 
 
-def gather(browser, site: Path, screenshots: str = "", full_page: bool = True) -> Dict[str, PageFacts]:
-    """Open every page of ``site`` offline (a request that would leave the machine is refused and recorded);
-    with ``screenshots``, save a screenshot of each (the whole page, or its first screen) under
-    test-artifacts/site/<screenshots>/."""
-    context = browser.new_context(viewport={"width": 1300, "height": 900})
-    requests: List[str] = []
+def offline_context(browser, refused: List[str], **options):
+    """A browser context in which every request that would leave the machine is refused, and added to ``refused``."""
+    context = browser.new_context(**options)
 
     def refuse_network(route) -> None:
         if route.request.url.startswith("file://"):
             route.continue_()
         else:
-            requests.append(route.request.url)
+            refused.append(route.request.url)
             route.abort()
 
     context.route("**/*", refuse_network)
+    return context
+
+
+def gather(browser, site: Path, screenshots: str = "", full_page: bool = True) -> Dict[str, PageFacts]:
+    """Open every page of ``site`` offline (requests off the machine are refused and recorded per page);
+    with ``screenshots``, save a screenshot of each (the whole page, or its first screen) under
+    test-artifacts/site/<screenshots>/."""
+    requests: List[str] = []
+    context = offline_context(browser, requests, viewport={"width": 1300, "height": 900})
     facts: Dict[str, PageFacts] = {}
     try:
         page = context.new_page()
-        console: List[str] = []
-        page.on("console", lambda message: console.append(message.text) if message.type == "error" else None)
         for relative in html_pages(site):
             redirect = REDIRECT.match((site / relative).read_text(encoding="utf-8"))
             if redirect:
                 target = (site / relative).parent / redirect["target"]
-                facts[relative] = PageFacts(path=relative, title="", text="", images=[], error_outputs=[],
+                facts[relative] = PageFacts(path=relative, text="", images=[], error_outputs=[],
                                             links=[{"href": target.as_uri(), "text": "redirect"}],
                                             stray_tracebacks=[], scripts=[])
                 continue
             requests.clear()
-            console.clear()
             try:
                 page.goto((site / relative).as_uri(), wait_until="load")
                 page.wait_for_function("[...document.images].every(image => image.complete)", timeout=30_000)
@@ -98,9 +99,9 @@ def gather(browser, site: Path, screenshots: str = "", full_page: bool = True) -
             except Exception as error:  # say which page, whatever Playwright raised
                 raise AssertionError(f"{relative}: the browser could not open it: {error}") from error
             facts[relative] = PageFacts(
-                path=relative, title=data["title"], text=data["text"], images=data["images"], links=data["links"],
+                path=relative, text=data["text"], images=data["images"], links=data["links"],
                 error_outputs=data["errorOutputs"], stray_tracebacks=data["strayTracebacks"],
-                scripts=data["scripts"], network_requests=list(requests), console_errors=list(console))
+                scripts=data["scripts"], network_requests=list(requests))
             if screenshots:
                 target = ARTIFACTS / screenshots / (relative.replace("/", "__").removesuffix(".html") + ".png")
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -112,9 +113,7 @@ def gather(browser, site: Path, screenshots: str = "", full_page: bool = True) -
 
 def search_results(browser, site: Path, query: str) -> List[str]:
     """The pages Sphinx's search page lists for ``query``, as the addresses of their links."""
-    context = browser.new_context()
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-                  else route.abort())
+    context = offline_context(browser, [])
     try:
         page = context.new_page()
         page.goto((site / "search.html").as_uri() + f"?q={query}", wait_until="load")
