@@ -8,7 +8,8 @@ from helpers.course.exercises.guard import LearnerError, NotAttempted, is_unansw
 from helpers.course.exercises.hints import make_hint
 from helpers.course.exercises.progress import NotebookSummary, make_summary, record
 from helpers.course.exercises.registry import exercises, get_exercise
-from helpers.course.exercises.result import CheckResult, failed, not_attempted
+from helpers.course.exercises.exercise import Exercise
+from helpers.course.exercises.result import CheckResult, failed, not_attempted, passed
 
 STRICT_VARIABLE = "COURSE_STRICT"
 
@@ -29,7 +30,10 @@ def evaluate(exercise_id: str, answer: Any) -> CheckResult:
     if is_unanswered(answer):
         return not_attempted(exercise_id)
     try:
-        return exercise.checker(answer)
+        result = exercise.checker(answer)
+        if result.passed and exercise.contract is not None:
+            result = judged(exercise, answer, result)
+        return result
     except NotAttempted:
         return not_attempted(exercise_id)
     except LearnerError as error:
@@ -37,6 +41,18 @@ def evaluate(exercise_id: str, answer: Any) -> CheckResult:
     except Exception as error:  # an answer so unusual that comparing it failed: still feedback, never a crash
         return failed(exercise_id, f"Your answer could not be compared with the reference ({type(error).__name__}: "
                                    f"{error}). Check what your code returns.")
+
+
+def judged(exercise: Exercise, answer: Any, scenarios: CheckResult) -> CheckResult:
+    """The engine's verdict after the exercise's own scenarios passed: the same answer in every situation its
+    contract allows, against the reference."""
+    from helpers.course.exercises.engine.judge import judge, situations_tried
+
+    diagnosis = judge(exercise.contract, answer)
+    if diagnosis is not None:
+        return failed(exercise.id, diagnosis)
+    return passed(exercise.id, f"{scenarios.message} It also matched the reference in all "
+                               f"{situations_tried(exercise.contract)} situations the check generates.")
 
 
 def check(exercise_id: str, answer: Any) -> CheckResult:

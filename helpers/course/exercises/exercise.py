@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
 
 from helpers.course.exercises.result import CheckResult
+
+if TYPE_CHECKING:
+    from helpers.course.exercises.engine.contract import Contract
 
 LESSON_PACKAGE = re.compile(r"^lesson(?P<number>\d\d)_(?P<topic>\w+)$")
 
@@ -30,14 +33,18 @@ class Exercise:
     Attributes:
         id: the name used in ``exercises.check(id, answer)``.
         answer_name: the name the solution cell defines (its function or variable).
-        checker: ``checker(answer) -> CheckResult``; may raise guard.NotAttempted or guard.LearnerError.
+        checker: ``checker(answer) -> CheckResult``: the exercise's own scenarios, which read a wrong answer as a
+            mixture of the gradients it could hold and name it; may raise guard.NotAttempted or guard.LearnerError.
         hints: the symptom, the cause, and the API to use; the full solution is the last hint.
+        contract: what the checking engine judges the answer against, in every situation the contract allows,
+            after the scenarios pass (``engine``).
     """
 
     id: str
     answer_name: str
     checker: Callable[[Any], CheckResult]
     hints: Tuple[str, str, str]
+    contract: Optional["Contract"] = None
 
     @property
     def notebook(self) -> str:

@@ -16,6 +16,7 @@ from helpers.course.exercises.guard import run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed
 from helpers.course.exercises.step_watch import Snapshot, changed, fill_in_place, snapshot
 from helpers.course.exercises.untouched import grad_change, held_grads, put_grads, settings, settings_change
+from helpers.course.lesson00_start_here.contract import CONTRACT
 from helpers.course.models import BATCH, make_model, make_regression_batch
 
 EXERCISE_ID = "head_weight_grad"
@@ -143,4 +144,5 @@ EXERCISE = Exercise(
     answer_name="head_weight_grad",
     checker=check_head_weight_grad,
     hints=HINTS,
+    contract=CONTRACT,
 )

@@ -1,0 +1,120 @@
+"""What an exercise declares: how to build the objects of one call, what one call may change, and its reference."""
+from __future__ import annotations
+
+import fnmatch
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Tuple
+
+import torch
+
+from helpers.course.exercises.engine.observe import Key, World
+from helpers.course.exercises.engine.situations import Axis, Situation, tried_line
+from helpers.course.exercises.solutions import solution_source
+
+CHANGEABLE = ("value", "grad", "version", "buffer", "state")  # flags, settings, inputs and globals never are
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a call may change: the keys whose path matches ``path`` (fnmatch: ``M1.*``) and whose kind is in
+    ``kinds`` (some of ``CHANGEABLE``)."""
+
+    path: str
+    kinds: Tuple[str, ...] = CHANGEABLE
+
+    def allows(self, key: Key) -> bool:
+        return key.kind in self.kinds and fnmatch.fnmatchcase(key.path, self.path)
+
+
+def same_type_and_value(actual: Any, expected: Any, rtol: float, atol: float) -> Optional[str]:
+    """The default rule for return values: the same type as the reference's (a set is not a list), tensors of
+    the same shape and close values, containers element by element. None, or what differs."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            return f"returned {type(actual).__name__}, where the reference returns a tensor"
+        if actual.shape != expected.shape:
+            return f"returned a tensor of shape {list(actual.shape)}, where the reference's is {list(expected.shape)}"
+        if not torch.allclose(actual.detach().float().cpu(), expected.detach().float().cpu(), rtol=rtol, atol=atol):
+            return "returned a tensor whose values differ from the reference's"
+        return None
+    if type(actual) is not type(expected):
+        return f"returned a {type(actual).__name__}, where the reference returns a {type(expected).__name__}"
+    if isinstance(expected, (tuple, list)):
+        if len(actual) != len(expected):
+            return f"returned {len(actual)} items, where the reference returns {len(expected)}"
+        for index, (a, e) in enumerate(zip(actual, expected)):
+            problem = same_type_and_value(a, e, rtol, atol)
+            if problem is not None:
+                return f"item {index}: {problem}"
+        return None
+    if isinstance(expected, dict):
+        if set(actual) != set(expected):
+            return f"returned keys {sorted(map(str, actual))}, where the reference returns {sorted(map(str, expected))}"
+        for key in expected:
+            problem = same_type_and_value(actual[key], expected[key], rtol, atol)
+            if problem is not None:
+                return f"[{key!r}]: {problem}"
+        return None
+    if actual != expected:
+        return f"returned {actual!r}, where the reference returns {expected!r}"
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def solution_function(exercise_id: str, name: str) -> Callable[..., Any]:
+    """The solution cell's own function (from solutions.json), run in a namespace holding ``torch``."""
+    source = solution_source(exercise_id)
+    if source is None:
+        raise LookupError(f"no solution recorded for {exercise_id!r}")
+    namespace: dict = {"torch": torch, "__name__": f"solution_{exercise_id}"}
+    exec(compile(source, f"<solution of {exercise_id}>", "exec"), namespace)  # the course's own source
+    return namespace[name]
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One exercise's contract.
+
+    Attributes:
+        exercise_id, answer_name: the exercise, and the name its solution cell defines.
+        build: ``build(situation) -> World``: the objects of one call; called twice, it makes identical twins.
+        axes: the situations the contract allows (``situations.py``), the notebook's values first.
+        may_change: what one call may change (``Change``); everything else must stay exactly as it was.
+        generic_axes: the engine applies the ``grads``, ``mode`` and ``frozen`` axes to the world's modules.
+        tolerance: (rtol, atol) for what may change, compared with the reference's.
+        returns: how to compare return values: ``returns(actual, expected) -> None or what differs``.
+        tried_extra: what the notebook's "what the check tries" line adds (a return type, for example).
+        combinations: seeded combinations of several axes, after the one-axis changes.
+        seed: the first seed.
+    """
+
+    exercise_id: str
+    answer_name: str
+    build: Callable[[Situation], World]
+    axes: Tuple[Axis, ...]
+    may_change: Tuple[Change, ...] = ()
+    generic_axes: bool = True
+    tolerance: Tuple[float, float] = (1e-4, 1e-5)
+    returns: Optional[Callable[[Any, Any], Optional[str]]] = None
+    tried_extra: Tuple[str, ...] = ()
+    combinations: int = 6
+    seed: int = 500
+    reference_function: Optional[Callable[..., Any]] = field(default=None, compare=False)
+
+    def allows(self, key: Key) -> bool:
+        """True when one call may change what ``key`` names."""
+        return any(change.allows(key) for change in self.may_change)
+
+    def reference(self) -> Callable[..., Any]:
+        """The function the learner's is compared with: the solution's own, unless the contract gives one."""
+        return self.reference_function or solution_function(self.exercise_id, self.answer_name)
+
+    def compare_return(self, actual: Any, expected: Any) -> Optional[str]:
+        if self.returns is not None:
+            return self.returns(actual, expected)
+        return same_type_and_value(actual, expected, *self.tolerance)
+
+    def tried_line(self) -> str:
+        """The line the exercise's text carries: what the check varies (and where it is stricter than the text)."""
+        return tried_line(self.axes, self.tried_extra)

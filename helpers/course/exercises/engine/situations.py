@@ -1,0 +1,143 @@
+"""Situations: one value per axis (batch size, ``.grad`` before the call, modes, frozen weights, optimizer kind,
+consecutive calls, model shape), generated from the axes a contract declares, the notebook's own situation first.
+
+Order is smallest first: the notebook's situation, then every one-axis change from it, then seeded combinations of
+several. ``shrink`` takes a failing situation back towards the notebook's, one axis at a time, while it still fails.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from helpers.course.seeds import fresh
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One way a situation can vary. ``values[0]`` is the notebook's own; ``describe(value)`` names a value for a
+    diagnosis ("a batch of 3 rows")."""
+
+    name: str
+    values: Tuple[Any, ...]
+    describe: Callable[[Any], str]
+    tried: str  # what a notebook's line says this axis varies, e.g. "batches of 1, 3 and 32 rows"
+
+    @property
+    def notebook(self) -> Any:
+        return self.values[0]
+
+
+def batch(notebook: int, *others: int) -> Axis:
+    """Rows per batch: the notebook's, then others (1 and an odd size are the ones that expose a constant)."""
+    sizes = (notebook, *others)
+    shown = sorted(set(sizes))
+    return Axis("batch", sizes, lambda rows: f"a batch of {_plural(rows, 'row')}",
+                f"batches of {', '.join(map(str, shown[:-1]))} and {shown[-1]} rows")
+
+
+GRADS = Axis("grads", ("none", "filled", "zero"),
+             {"none": ".grad empty (None)", "filled": ".grad already holding a gradient",
+              "zero": ".grad holding zeros"}.__getitem__,
+             "`.grad` empty, zero or already filled")
+MODE = Axis("mode", ("train", "eval"), lambda mode: f"the models handed over in {mode} mode",
+            "models in train and in eval mode")
+FROZEN = Axis("frozen", (False, True), lambda frozen: "a frozen first layer (requires_grad=False)" if frozen
+              else "no frozen weights", "a frozen first layer")
+
+
+def calls(*counts: int) -> Axis:
+    """Consecutive calls on the same objects, the inputs refilled in place between them."""
+    return Axis("calls", counts, lambda count: f"{_plural(count, 'call')} in a row on the same objects",
+                f"{max(counts)} calls in a row on the same objects, the inputs refilled in place")
+
+
+def optimizers(*kinds: str) -> Axis:
+    """Optimizer kinds (names of ``step_watch.optimizer_kinds``)."""
+    return Axis("optimizer", kinds, lambda kind: f"{kind} optimizers", "optimizers " + ", ".join(kinds))
+
+
+def shapes(*variants: str, tried: str) -> Axis:
+    """Exercise-specific model or graph variants, described by their names."""
+    return Axis("shape", variants, str, tried)
+
+
+@dataclass(frozen=True)
+class Situation:
+    """One value per axis, and the seed the objects are built from."""
+
+    values: Tuple[Tuple[str, Any], ...]
+    seed: int
+
+    def __getitem__(self, axis: str) -> Any:
+        return dict(self.values)[axis]
+
+    def get(self, axis: str, default: Any = None) -> Any:
+        return dict(self.values).get(axis, default)
+
+    def with_value(self, axis: str, value: Any) -> "Situation":
+        return Situation(tuple((name, value if name == axis else old) for name, old in self.values), self.seed)
+
+    def changed_axes(self, axes: Sequence[Axis]) -> List[Axis]:
+        """The axes on which this situation is not the notebook's."""
+        return [axis for axis in axes if self[axis.name] != axis.notebook]
+
+
+def notebook_situation(axes: Sequence[Axis], seed: int) -> Situation:
+    return Situation(tuple((axis.name, axis.notebook) for axis in axes), seed)
+
+
+def generate(axes: Sequence[Axis], seed: int, combinations: int = 6) -> Iterator[Situation]:
+    """The notebook's situation, each one-axis change, then ``combinations`` seeded mixtures on new seeds.
+
+    The seed goes through ``seeds.fresh``, so the grader's salt gives every check situations no notebook saw.
+    """
+    base = fresh(seed)
+    start = notebook_situation(axes, base)
+    yield start
+    for axis in axes:
+        for value in axis.values[1:]:
+            yield start.with_value(axis.name, value)
+    rng = random.Random(base)
+    for index in range(combinations):
+        values = tuple((axis.name, rng.choice(axis.values)) for axis in axes)
+        yield Situation(values, base + 101 * (index + 1))
+
+
+def shrink(situation: Situation, axes: Sequence[Axis], fails: Callable[[Situation], Optional[Any]]) -> Tuple[
+        Situation, Any]:
+    """The situation with as many axes as possible put back to the notebook's while ``fails`` still finds
+    something; returns it and what ``fails`` found there. ``fails(situation)`` must be truthy for ``situation``."""
+    found = fails(situation)
+    for axis in axes:
+        if situation[axis.name] == axis.notebook:
+            continue
+        simpler = situation.with_value(axis.name, axis.notebook)
+        finding = fails(simpler)
+        if finding:
+            situation, found = simpler, finding
+    return situation, found
+
+
+def describe(situation: Situation, axes: Sequence[Axis]) -> str:
+    """"With a batch of 3 rows (the notebook used 32 rows) and models in eval mode" - only what is not the
+    notebook's."""
+    parts = []
+    for axis in situation.changed_axes(axes):
+        text = axis.describe(situation[axis.name])
+        if axis.name == "batch":
+            text += f" (the notebook used {axis.notebook})"
+        parts.append(text)
+    return ("With " + " and ".join(parts)) if parts else "In the notebook's own situation"
+
+
+def tried_line(axes: Sequence[Axis], extra: Sequence[str] = ()) -> str:
+    """The one line an exercise's text carries: what its check varies."""
+    return "**What the check tries:** " + "; ".join([axis.tried for axis in axes] + list(extra)) + "."
+
+
+Values = Dict[str, Any]
