@@ -4,6 +4,7 @@ Usage, from the repository root::
 
     python -m authoring.bench                 # every notebook in solutions/
     python -m authoring.bench notebooks/00_start_here.ipynb
+    python -m authoring.bench --checks        # each exercise's check on its solution, and its mutation score
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import nbformat
 from helpers.course.exercises.api import STRICT_VARIABLE
 
 TIME_TARGET_S = 20.0
+CHECK_TARGET_S = {"ddp_two_loss_step": 15.0}  # seconds a check may take on a 2-core CPU; the others 3 s
 MEMORY_TARGET_MIB = 1024.0
 _PEAK_CODE = "import resource, sys\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 if sys.platform != 'darwin' else 1024))"
 
@@ -49,11 +51,32 @@ def run_notebook(path: Path, strict: bool) -> Tuple[float, float]:
     return seconds, peak_kib / 1024
 
 
+def bench_checks() -> int:
+    """One line per exercise: the seconds its check takes on the solution, then its mutation score."""
+    from authoring.mutants import main as mutation_scores
+    from helpers.course.exercises.api import evaluate, ids
+    from helpers.course.exercises.engine.contract import solution_function
+    from helpers.course.exercises.registry import get_exercise
+
+    for exercise_id in ids():
+        answer = solution_function(exercise_id, get_exercise(exercise_id).answer_name)
+        started = time.perf_counter()
+        result = evaluate(exercise_id, answer)
+        seconds = time.perf_counter() - started
+        target = CHECK_TARGET_S.get(exercise_id, 3.0)
+        flag = "" if seconds <= target and result.passed else "  OVER TARGET" if result.passed else "  FAILED"
+        print(f"benchmark: check {exercise_id}: {seconds:.2f} s (target {target:.0f} s){flag}")
+    return mutation_scores()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The command line: print one row per notebook."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", type=Path, help="notebooks (default: solutions/*.ipynb)")
+    parser.add_argument("--checks", action="store_true", help="time each exercise's check; mutation scores")
     args = parser.parse_args(argv)
+    if args.checks:
+        return bench_checks()
     from authoring.generate import default_root, is_solution_notebook
 
     paths = args.paths or sorted((default_root() / "solutions").glob("*.ipynb"))

@@ -58,7 +58,8 @@ def nearly_equal(first: Any, second: Any, rtol: float, atol: float) -> bool:
 
 def differences(contract: Contract, before: Mapping[Key, Any], learner: Mapping[Key, Any],
                 reference: Mapping[Key, Any], reference_before: Mapping[Key, Any]) -> List[Difference]:
-    """Every difference, most direct first.
+    """Every difference: first what the call had to leave as it was, then what differs from the reference; most
+    direct first within each.
 
     Raises:
         ContractBroken: when the reference changed a key its contract does not let a call change.
@@ -81,7 +82,10 @@ def differences(contract: Contract, before: Mapping[Key, Any], learner: Mapping[
             raise ContractBroken(f"{contract.exercise_id}: the reference changed {key}, which its contract fixes")
         if not exactly_equal(now, was):
             found.append(Difference(key, was, now, right, False))
-    return sorted(found, key=lambda d: PRIORITY.index(d.key.kind))
+    moved = {d.key.path for d in found if d.key.kind == "value"} | {
+        key.path for key in keys if key.kind == "value" and contract.allows(key)}
+    found = [d for d in found if not (d.key.kind == "version" and d.key.path in moved)]  # the value says more
+    return sorted(found, key=lambda d: (d.allowed, PRIORITY.index(d.key.kind)))
 
 
 def first_by_kind(found: List[Difference]) -> Tuple[Difference, int]:

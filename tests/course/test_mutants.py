@@ -1,0 +1,38 @@
+"""Checkers against mutants of each solution made by code (authoring/mutants.py): every mutant that changes what a
+caller can observe must fail its exercise's check."""
+import pytest
+
+from authoring.mutants import OPERATORS, judge_mutant, mutants
+from helpers import exercises
+from helpers.course.exercises.registry import get_exercise
+from helpers.course.exercises.solutions import solution_source
+
+ON_THE_ENGINE = [exercise_id for exercise_id in exercises.ids() if get_exercise(exercise_id).contract is not None]
+
+
+def _mutants(exercise_id):
+    exercise = get_exercise(exercise_id)
+    return mutants(exercise_id, exercise.answer_name, solution_source(exercise_id))
+
+
+CASES = [(exercise_id, mutant.operator) for exercise_id in ON_THE_ENGINE for mutant in _mutants(exercise_id)]
+
+
+@pytest.mark.parametrize("exercise_id, operator", CASES)
+def test_every_mutant_that_changes_the_observable_state_fails_its_check(exercise_id, operator):
+    mutant = next(m for m in _mutants(exercise_id) if m.operator == operator)
+    verdict = judge_mutant(mutant)
+    assert verdict.caught or not verdict.matters, f"{operator} passed the check: {verdict.message}"
+
+
+@pytest.mark.parametrize("exercise_id", ON_THE_ENGINE)
+def test_the_usual_mistakes_apply_to_every_exercise(exercise_id):
+    applied = {m.operator for m in _mutants(exercise_id)}
+    assert {".train() added", ".eval() added", "a cache keyed on an argument"} <= applied
+    assert applied <= set(OPERATORS)
+
+
+def test_a_fixed_batch_size_is_made_from_a_mean():
+    (mutant,) = [m for m in _mutants("head_weight_grad") if m.operator == "a fixed batch size"]
+    code = mutant.source.split("loss =", 1)[1]
+    assert ".sum() / 32" in code and ".mean()" not in code
