@@ -244,8 +244,7 @@ def judge_mutant(mutant: Mutant) -> Verdict:
     """Whether the mutant changes what a caller can observe (a wider sweep, on other seeds, than the check's), and
     whether the exercise's check catches it."""
     from helpers.course.exercises.api import evaluate
-    from helpers.course.exercises.engine.judge import run_situation
-    from helpers.course.exercises.engine.situations import generate
+    from helpers.course.exercises.engine.judge import judge
     from helpers.course.exercises.registry import get_exercise
 
     exercise = get_exercise(mutant.exercise_id)
@@ -254,8 +253,9 @@ def judge_mutant(mutant: Mutant) -> Verdict:
     contract = exercise.contract
     matters = not result.passed
     if not matters and contract is not None:
-        wider = generate(contract.axes, contract.seed + 7919, combinations=4 * contract.combinations + 8)
-        matters = any(run_situation(contract, function, situation) is not None for situation in wider)
+        wider = contract.wider_judge or judge
+        matters = wider(contract, function, seed=contract.seed + 7919, combinations=4 * contract.combinations + 8) \
+            is not None
     return Verdict(mutant, matters, not result.passed, result.message)
 
 

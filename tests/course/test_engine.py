@@ -7,12 +7,12 @@ from helpers.course.exercises.engine.compare import ContractBroken, differences
 from helpers.course.exercises.engine.contract import Change, Contract
 from helpers.course.exercises.engine.judge import judge, run_situation
 from helpers.course.exercises.engine.observe import Key, World, observe
-from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, batch, calls, describe, generate, shrink
+from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, batch, calls, generate
 
 
 def _world(situation):
     torch.manual_seed(situation.seed)
-    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))
+    model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
     x = torch.randn(situation["batch"], 4)
     return World(args=(model, x), modules={"model": model}, inputs={"x": x},
                  refill=lambda call: x.copy_(torch.randn(x.shape, generator=torch.Generator().manual_seed(call))))
@@ -64,11 +64,15 @@ def test_flags_and_grads_left_changed_are_named(mistake, words):
     assert words in judge(CONTRACT, answer)
 
 
-def test_shrinking_keeps_only_the_axes_that_matter():
-    situation = next(s for s in generate(CONTRACT.axes, 1, combinations=40)
-                     if s["batch"] == 1 and s["mode"] == "eval" and s["frozen"])
-    smallest, found = shrink(situation, CONTRACT.axes, lambda s: s["batch"] == 1)
-    assert describe(smallest, CONTRACT.axes) == "With a batch of 1 row (the notebook used 8)" and found
+def test_a_mistake_seen_only_in_a_mixture_is_reported_with_only_the_axes_it_needs():
+    def wrong_in_eval_with_one_row(model, x):
+        result = _mean_grad(model, x)
+        return 2 * result if x.shape[0] == 1 and not model.training else result
+
+    wide = Contract("toy", "toy", _world, CONTRACT.axes, reference_function=_mean_grad, combinations=40)
+    message = judge(wide, wrong_in_eval_with_one_row)
+    assert message.startswith("With a batch of 1 row (the notebook used 8) and the models handed over in eval mode:")
+    assert "2x the right one" in message
 
 
 def test_a_reference_that_breaks_its_own_contract_is_a_course_mistake():

@@ -26,9 +26,11 @@ import torch
 from torch import nn
 
 from helpers.course.exercises.compare import as_combination, describe_combination
+from helpers.course.exercises.engine.judge import judge, situations_tried
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import STUB_MESSAGES, LearnerError, NotAttempted, is_unanswered, run_step
 from helpers.course.exercises.result import CheckResult, failed, not_attempted, passed
+from helpers.course.lesson08_past_one_machine.contract import CONTRACT
 from helpers.course.lesson08_past_one_machine.replicas import rank_device, wrap
 from helpers.course.models import BATCH, make_inputs, make_two_models, two_losses
 from helpers.tools.spawn import WorkerFailed, run_distributed
@@ -136,6 +138,7 @@ def run_answer(rank: int, world_size: int, payload: bytes) -> List[Dict[str, Any
         steps.append({"parts": parts, "calls": {model: calls[model][done[model]:] for model in MODELS}, "left": left,
                       "names": {"M1": [n for n, _ in m1.named_parameters()],
                                 "M2": [n for n, _ in m2.named_parameters()]}})
+    steps.append({"engine": judge(CONTRACT, step_function)})  # every situation the contract allows, on every rank
     return steps
 
 
@@ -306,10 +309,15 @@ def _verdict(per_rank_steps: List[List[Dict[str, Any]]]) -> CheckResult:
     problem = diagnose(per_rank_steps)
     if problem is not None:
         return failed(EXERCISE_ID, problem)
+    engine = [steps[-1].get("engine") for steps in per_rank_steps if steps]
+    problem = next((f"On rank {rank}: {text}" for rank, text in enumerate(engine) if text is not None), None)
+    if problem is not None:
+        return failed(EXERCISE_ID, problem)
     return passed(EXERCISE_ID, f"{STEPS} consecutive steps on {WORLD_SIZE} processes (gloo, or NCCL with a GPU per "
                                "process), on models and batches the notebook never used: on every rank, opt1 stepped "
                                "once with the gradient of L1 and opt2 with that of L2, each averaged over the ranks "
-                               "by DDP. The replicas stay identical.")
+                               "by DDP. The replicas stay identical. It also matched the reference on every rank in all "
+                               f"{situations_tried(CONTRACT)} situations the check generates.")
 
 
 def check_answers(step_functions: Sequence[Any]) -> List[CheckResult]:
@@ -354,4 +362,5 @@ EXERCISE = Exercise(
     answer_name="ddp_two_loss_step",
     checker=check_ddp_two_loss_step,
     hints=HINTS,
+    contract=CONTRACT,
 )

@@ -87,6 +87,12 @@ class Contract:
         tried_extra: what the notebook's "what the check tries" line adds (a return type, for example).
         combinations: seeded combinations of several axes, after the one-axis changes.
         seed: the first seed.
+        sync: for a contract judged on several processes of one distributed group: ``sync(found_here) ->
+            found_on_any`` (an all-reduce), so that every process tries the same situations and stops together.
+        judged_in_checker: the exercise's checker runs the engine itself (in processes of its own), so
+            ``api.evaluate`` does not judge again.
+        wider_judge: for such a contract, ``wider_judge(contract, answer, seed=, combinations=)``: the engine on a
+            wider sweep, in those processes (the mutation benchmark's oracle).
     """
 
     exercise_id: str
@@ -101,6 +107,9 @@ class Contract:
     combinations: int = 6
     seed: int = 500
     reference_function: Optional[Callable[..., Any]] = field(default=None, compare=False)
+    sync: Optional[Callable[[bool], bool]] = field(default=None, compare=False)
+    judged_in_checker: bool = False
+    wider_judge: Optional[Callable[..., Optional[str]]] = field(default=None, compare=False)
 
     def allows(self, key: Key) -> bool:
         """True when one call may change what ``key`` names."""

@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 
 from helpers.course.exercises.engine.compare import Difference, differences
 from helpers.course.exercises.engine.contract import Contract
 from helpers.course.exercises.engine.observe import Key, World, observe, restore_globals
-from helpers.course.exercises.engine.situations import Situation, describe, generate, shrink
+from helpers.course.exercises.engine.situations import Situation, describe, generate
 from helpers.course.exercises.engine.words import calls_words, explain
 from helpers.course.exercises.guard import LearnerError, run_learner
 from helpers.course.seeds import fresh
@@ -86,14 +86,36 @@ def run_situation(contract: Contract, answer: Callable[..., Any], situation: Sit
     return None
 
 
-def judge(contract: Contract, answer: Callable[..., Any]) -> Optional[str]:
+def judge(contract: Contract, answer: Callable[..., Any], seed: Optional[int] = None,
+          combinations: Optional[int] = None) -> Optional[str]:
     """None when the learner's function matches the reference in every situation; else the diagnosis, from the
-    smallest situation that still shows a difference."""
-    for situation in generate(contract.axes, contract.seed, contract.combinations):
-        if run_situation(contract, answer, situation) is None:
+    smallest situation that still shows a difference. ``seed`` and ``combinations`` widen the sweep (the mutation
+    benchmark's oracle); by default the contract's.
+
+    Under ``contract.sync`` (processes of one distributed group), every process tries the same situations in the
+    same order and stops where any process found a difference; a process that found none there returns None.
+    """
+    sync = contract.sync or (lambda found: found)
+    axes = contract.axes
+    start = contract.seed if seed is None else seed
+    count = contract.combinations if combinations is None else combinations
+
+    def attempt(situation: Situation) -> Tuple[Optional[Finding], bool]:
+        finding = run_situation(contract, answer, situation)
+        return finding, sync(finding is not None)
+
+    for situation in generate(axes, start, count):
+        finding, anywhere = attempt(situation)
+        if not anywhere:
             continue
-        smallest, finding = shrink(situation, contract.axes, lambda s: run_situation(contract, answer, s))
-        return diagnosis(finding, smallest, contract)
+        for axis in axes:  # shrink: back to the notebook's value wherever the difference stays
+            if situation[axis.name] == axis.notebook:
+                continue
+            simpler = situation.with_value(axis.name, axis.notebook)
+            simpler_finding, still = attempt(simpler)
+            if still:
+                situation, finding = simpler, simpler_finding
+        return None if finding is None else diagnosis(finding, situation, contract)
     return None
 
 

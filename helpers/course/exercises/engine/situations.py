@@ -2,13 +2,13 @@
 consecutive calls, model shape), generated from the axes a contract declares, the notebook's own situation first.
 
 Order is smallest first: the notebook's situation, then every one-axis change from it, then seeded combinations of
-several. ``shrink`` takes a failing situation back towards the notebook's, one axis at a time, while it still fails.
+several. The judge shrinks a failing situation back towards the notebook's, one axis at a time, while it still fails.
 """
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 from helpers.course.seeds import fresh
 
@@ -106,21 +106,6 @@ def generate(axes: Sequence[Axis], seed: int, combinations: int = 6) -> Iterator
     for index in range(combinations):
         values = tuple((axis.name, rng.choice(axis.values)) for axis in axes)
         yield Situation(values, base + 101 * (index + 1))
-
-
-def shrink(situation: Situation, axes: Sequence[Axis], fails: Callable[[Situation], Optional[Any]]) -> Tuple[
-        Situation, Any]:
-    """The situation with as many axes as possible put back to the notebook's while ``fails`` still finds
-    something; returns it and what ``fails`` found there. ``fails(situation)`` must be truthy for ``situation``."""
-    found = fails(situation)
-    for axis in axes:
-        if situation[axis.name] == axis.notebook:
-            continue
-        simpler = situation.with_value(axis.name, axis.notebook)
-        finding = fails(simpler)
-        if finding:
-            situation, found = simpler, finding
-    return situation, found
 
 
 def describe(situation: Situation, axes: Sequence[Axis]) -> str:
