@@ -42,21 +42,33 @@ head_weight_grad = functools.partial(HeadGrad(power=2))
 '''
 
 # Right only on the inputs the notebook's own check uses: it looks them up in a table it computed from the course's
-# seeds. It also replaces exercises.check and torch.allclose, and its stored output claims a pass.
+# seeds, for the checker's own scenarios and for every situation the checking engine generates at salt 0. It also
+# replaces exercises.check and torch.allclose, and its stored output claims a pass.
 FAKE_ANSWER = '''# EXERCISE: head_weight_grad
 import torch
 from helpers import exercises
+from helpers.course.exercises.engine.situations import generate
+from helpers.course.lesson00_start_here.contract import CONTRACT
 from helpers.course.models import make_model, make_regression_batch
 
 def _key(model, x):
-    return (round(float(model[-1].weight.sum()), 4), round(float(x.sum()), 4))
+    return (round(float(model[-1].weight.sum()), 4), round(float(x.sum()), 4), len(list(model.parameters())))
+
+def _grad(model, x, target):
+    return torch.autograd.grad(((model(x) - target) ** 2).mean(), model[-1].weight)[0]
 
 _table = {}
 for _model in (make_model(seed=7), make_model(seed=8)):
     for _seed, _rows in ((7, 32), (8, 32), (9, 24)):
         _x, _target = make_regression_batch(seed=_seed, batch=_rows)
-        _loss = ((_model(_x) - _target) ** 2).mean()
-        _table[_key(_model, _x)] = torch.autograd.grad(_loss, _model[-1].weight)[0]
+        _table[_key(_model, _x)] = _grad(_model, _x, _target)
+for _situation in generate(CONTRACT.axes, CONTRACT.seed, CONTRACT.combinations):
+    _world = CONTRACT.build(_situation)
+    for _call in range(1, _situation["calls"] + 1):
+        if _call > 1:
+            _world.refill(_call)
+        _model, _x, _target = _world.args
+        _table[_key(_model, _x)] = _grad(_model, _x, _target)
 
 def head_weight_grad(model, x, target):
     return _table.get(_key(model, x), torch.zeros(1, 64)).clone()
