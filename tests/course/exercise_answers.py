@@ -189,8 +189,13 @@ def remembers_in_a_global(model, x, target):
 
 
 def reached_via_autograd_grad(loss, named_params):
-    grads = torch.autograd.grad(loss, list(named_params.values()), allow_unused=True, retain_graph=True)
-    return [name for name, grad in zip(named_params, grads) if grad is not None]
+    trainable = {name: p for name, p in named_params.items() if p.requires_grad}  # a frozen one has no node
+    grads = torch.autograd.grad(loss, list(trainable.values()), allow_unused=True, retain_graph=True)
+    return {name for name, grad in zip(trainable, grads) if grad is not None}
+
+
+def reached_as_a_list(loss, named_params):
+    return sorted(reached_recursively(loss, named_params))   # the right names, but not the set the text asks for
 
 
 def reached_recursively(loss, named_params):
@@ -473,7 +478,8 @@ def step_restricted(m1, m2, opt1, opt2, x1, x2, losses):
 
 def step_with_autograd_grad(m1, m2, opt1, opt2, x1, x2, losses):
     l1, l2, joint = losses(m1(x1), m2(x2))
-    p1, p2 = list(m1.parameters()), list(m2.parameters())
+    p1 = [p for p in m1.parameters() if p.requires_grad]      # some weights may be frozen
+    p2 = [p for p in m2.parameters() if p.requires_grad]
     grads1 = torch.autograd.grad(l1 + joint, p1, retain_graph=True)
     grads2 = torch.autograd.grad(l2 + joint, p2)
     for p, g in zip(p1 + p2, [*grads1, *grads2]):
@@ -499,9 +505,9 @@ def step_each_model_its_sum(m1, m2, opt1, opt2, x1, x2, losses):
     opt2.zero_grad()
     opt1.zero_grad()
     _, loss_b, both = losses(m1(x1), m2(x2))
-    (loss_b + both).backward(inputs=list(m2.parameters()))
+    (loss_b + both).backward(inputs=[p for p in m2.parameters() if p.requires_grad])
     loss_a, _, both = losses(m1(x1), m2(x2))
-    (loss_a + both).backward(inputs=list(m1.parameters()))
+    (loss_a + both).backward(inputs=[p for p in m1.parameters() if p.requires_grad])
     opt2.step()
     opt1.step()
 
@@ -510,9 +516,9 @@ def step_early_step_restricted(m1, m2, opt1, opt2, x1, x2, losses):
     opt1.zero_grad()
     opt2.zero_grad()
     l1, l2, l_both = losses(m1(x1), m2(x2))
-    (l2 + l_both).backward(retain_graph=True, inputs=list(m2.parameters()))
+    (l2 + l_both).backward(retain_graph=True, inputs=[p for p in m2.parameters() if p.requires_grad])
     opt2.step()                                   # M2 changes, but M1's restricted backward never visits M2's weights
-    (l1 + l_both).backward(inputs=list(m1.parameters()))
+    (l1 + l_both).backward(inputs=[p for p in m1.parameters() if p.requires_grad])
     opt1.step()
 
 
@@ -740,9 +746,10 @@ def amp_step_tenc_stepped_early(tenc, unet, opt_tenc, opt_unet, scaler, x, targe
 
 def amp_step_autograd_grad(tenc, unet, opt_tenc, opt_unet, scaler, x, target, mask, max_norm):
     loss_tenc, loss_unet = _chain_losses(tenc, unet, x, target, mask)
-    grads_tenc = torch.autograd.grad(scaler.scale(loss_tenc), list(tenc.parameters()), retain_graph=True)
+    trainable = [p for p in tenc.parameters() if p.requires_grad]    # some of tenc's weights may be frozen
+    grads_tenc = torch.autograd.grad(scaler.scale(loss_tenc), trainable, retain_graph=True)
     grads_unet = torch.autograd.grad(scaler.scale(loss_tenc + loss_unet), list(unet.parameters()))
-    for p, g in zip([*tenc.parameters(), *unet.parameters()], [*grads_tenc, *grads_unet]):
+    for p, g in zip([*trainable, *unet.parameters()], [*grads_tenc, *grads_unet]):
         p.grad = g
     _clip_and_step(tenc, unet, opt_tenc, opt_unet, scaler, max_norm)
 
@@ -1026,6 +1033,7 @@ WRONG_ANSWERS = {
         (names_every_parameter, "includes M2"),
         (names_the_first_model_only, "The shared term connects L1 to M2"),
         (returns_the_tensors, "names (strings"),
+        (reached_as_a_list, "a set, not a list"),
         (forgets_none_nodes, "raised AttributeError"),
         (lambda loss, params: {name: True for name in params}, "not dict"),
         (lambda loss, params: {n for n, p in params.items() if p in [loss]}, "compare identities"),

@@ -167,3 +167,14 @@ def test_the_g_first_checker_leaves_the_global_rng_and_grad_mode_alone():
     state = torch.random.get_rng_state()
     assert exercises.evaluate("gan_step", g_first_zero_d_after_g_backward).passed
     assert torch.equal(torch.random.get_rng_state(), state) and torch.is_grad_enabled()
+
+
+def test_the_gan_contract_takes_gradients_cleared_at_the_end_but_no_other_leftover():
+    """step_contract.Twins: after a step, .grad is the reference's or cleared; anything else is a difference."""
+    from helpers.course.exercises.engine.judge import judge
+    from helpers.course.lesson06_bug_clinic.gan_contract import CONTRACT
+    from tests.course.clinic_answers.casea_gan import g_first_fresh_fake_without_detach, g_first_tidy_at_the_end
+
+    assert judge(CONTRACT, g_first_tidy_at_the_end) is None
+    leftover = judge(CONTRACT, g_first_fresh_fake_without_detach)
+    assert "`generator.0.weight.grad` differs from the reference's" in leftover

@@ -4,11 +4,11 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional
 
+from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import LearnerError, NotAttempted, is_unanswered
 from helpers.course.exercises.hints import make_hint
 from helpers.course.exercises.progress import NotebookSummary, make_summary, record
 from helpers.course.exercises.registry import exercises, get_exercise
-from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.result import CheckResult, failed, not_attempted, passed
 
 STRICT_VARIABLE = "COURSE_STRICT"

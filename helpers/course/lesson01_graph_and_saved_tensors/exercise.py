@@ -10,6 +10,7 @@ from helpers.course.exercises.guard import LearnerError, run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed
 from helpers.course.exercises.step_watch import Snapshot, changed, snapshot
 from helpers.course.exercises.untouched import grad_change, settings, settings_change
+from helpers.course.lesson01_graph_and_saved_tensors.contract import CONTRACT
 from helpers.course.models import (
     make_inputs,
     make_two_models,
@@ -150,4 +151,5 @@ EXERCISE = Exercise(
     answer_name="parameters_reached",
     checker=check_parameters_reached,
     hints=HINTS,
+    contract=CONTRACT,
 )

@@ -11,6 +11,7 @@ from helpers.course.exercises.guard import LearnerError, run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed
 from helpers.course.exercises.step_watch import changed, fill_in_place, snapshot
 from helpers.course.exercises.untouched import grad_change, put_grads, settings, settings_change
+from helpers.course.lesson02_backward_twice.contract import CONTRACT
 from helpers.course.models import make_inputs, make_two_models, two_losses
 from helpers.tools import count_states, named_parameters, saved_tensors
 from helpers.tools.errors import KINDS
@@ -141,4 +142,5 @@ EXERCISE = Exercise(
     answer_name="two_grads",
     checker=check_two_grads,
     hints=HINTS,
+    contract=CONTRACT,
 )

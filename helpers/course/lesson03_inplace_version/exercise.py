@@ -10,6 +10,8 @@ from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed
 from helpers.course.exercises.untouched import settings, settings_change
+from helpers.course.lesson03_inplace_version.contract import CONTRACT
+from helpers.course.lesson03_inplace_version.optimizers import DecoupledSGD
 
 EXERCISE_ID = "bumps_per_step"
 DECAY = 0.01  # the weight decay of the first measurement; the second has none
@@ -25,25 +27,6 @@ HINTS = (
 )
 
 Factory = Callable[..., torch.optim.Optimizer]
-
-
-class DecoupledSGD(torch.optim.Optimizer):
-    """Plain SGD with decoupled weight decay, written by hand as people write their own optimizers: it shrinks a
-    parameter in place only when there is a weight decay, then steps it. Two bumps with decay, one without, on
-    every torch release (torch's own optimizers changed their counts between releases)."""
-
-    def __init__(self, params: Any, lr: float = 0.1, weight_decay: float = 0.0) -> None:
-        super().__init__(params, {"lr": lr, "weight_decay": weight_decay})
-
-    @torch.no_grad()
-    def step(self, closure: Any = None) -> None:  # type: ignore[override]
-        for group in self.param_groups:
-            for param in group["params"]:
-                if param.grad is None:
-                    continue
-                if group["weight_decay"]:
-                    param.mul_(1 - group["lr"] * group["weight_decay"])
-                param.add_(param.grad, alpha=-group["lr"])
 
 
 def optimizer_factories() -> Dict[str, Factory]:
@@ -152,4 +135,5 @@ EXERCISE = Exercise(
     answer_name="bumps_per_step",
     checker=check_bumps_per_step,
     hints=HINTS,
+    contract=CONTRACT,
 )

@@ -29,7 +29,8 @@ from helpers.course.exercises.step_watch import (
     watch,
 )
 from helpers.course.exercises.untouched import settings, settings_change
-from helpers.course.models import make_inputs, make_two_models, own_term, shared_term
+from helpers.course.lesson04_whose_gradient.contract import CONTRACT, Losses, asymmetric_losses, course_losses
+from helpers.course.models import make_inputs, make_two_models
 from helpers.tools.gradients import gradients_of
 
 EXERCISE_ID = "two_model_step"
@@ -42,26 +43,11 @@ HINTS = (
     "term, L2 reaches M1. L_both is meant to reach both. Stepping a model before another backward passes through it "
     "changes weights that backward still needs.",
     "Zero both optimizers, one forward pass through both models, then every backward before any step: restrict the "
-    "backward of each own loss to its own model with inputs= (or use torch.autograd.grad, or detach the other "
-    "model's output in it), let the joint loss reach both models, and keep the graph (retain_graph=True) for every "
-    "backward but the last. Then step both optimizers you were given.",
+    "backward of each own loss to its own model's trainable weights with inputs= (a frozen weight cannot be named "
+    "there), or use torch.autograd.grad, or detach the other model's output in it; let the joint loss reach both "
+    "models, and keep the graph (retain_graph=True) for every backward but the last. Then step both optimizers you "
+    "were given.",
 )
-
-Losses = Callable[[torch.Tensor, torch.Tensor], Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
-
-
-def course_losses(o1: torch.Tensor, o2: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The course's L1 and L2, and a joint loss: both outputs pulled towards each other's mean and towards 0."""
-    shared = shared_term(o1, o2)
-    return shared + own_term(o1), shared + own_term(o2), 0.5 * (o1 + o2).pow(2).mean()
-
-
-def asymmetric_losses(o1: torch.Tensor, o2: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Three losses sharing both outputs, deliberately asymmetric: swapping o1 and o2 changes them."""
-    l1 = (o1 - o2).pow(2).mean() + (o1 - 1).pow(2).mean()
-    l2 = (o2 - 0.5 * o1).pow(2).mean() + (o2 + 1).pow(2).mean()
-    return l1, l2, (o1 * o2).mean() + 0.1 * o2.pow(2).mean()
-
 
 # (losses, optimizer kind for M1, for M2): the kinds vary, so an answer cannot rely on plain SGD
 RUNS: Dict[str, Tuple[Losses, str, str]] = {
@@ -231,4 +217,5 @@ EXERCISE = Exercise(
     answer_name="two_model_step",
     checker=check_two_model_step,
     hints=HINTS,
+    contract=CONTRACT,
 )

@@ -15,6 +15,7 @@ from helpers.course.seeds import fresh
 
 TEXT_FEATURES = 16
 HIDDEN_STATE = 32
+BATCH = 8
 
 
 def _seeded(seed: int, build: Any) -> nn.Module:
@@ -36,7 +37,7 @@ def make_unet(seed: int = 1, device: Optional[torch.device] = None) -> nn.Sequen
     return _seeded(seed, build).to(device or "cpu")
 
 
-def make_batch(seed: int = 0, batch: int = 8, device: Optional[torch.device] = None) -> Tuple[torch.Tensor, ...]:
+def make_batch(seed: int = 0, batch: int = BATCH, device: Optional[torch.device] = None) -> Tuple[torch.Tensor, ...]:
     """Input ``x``, ``target`` and a 0/1 ``mask`` of the target's shape."""
     generator = torch.Generator().manual_seed(fresh(seed + 3000))
     x = torch.randn(batch, TEXT_FEATURES, generator=generator)

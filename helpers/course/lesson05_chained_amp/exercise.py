@@ -36,6 +36,7 @@ from helpers.course.lesson05_chained_amp.chain import (
     make_tenc,
     make_unet,
 )
+from helpers.course.lesson05_chained_amp.contract import CONTRACT
 
 EXERCISE_ID = "chained_amp_step"
 STEPS = 3
@@ -360,4 +361,5 @@ EXERCISE = Exercise(
     answer_name="chained_amp_step",
     checker=check_chained_amp_step,
     hints=HINTS,
+    contract=CONTRACT,
 )

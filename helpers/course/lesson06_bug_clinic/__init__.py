@@ -1,6 +1,7 @@
-"""Notebook 06, the bug clinic: one set-up module and one exercise module per case.
+"""Notebook 06, the bug clinic: one set-up module, one exercise module and one contract module per case.
 
-Each case is a pair, ``<case>.py`` (models, data, the broken and the reference step) and ``<case>_exercise.py``
-(the checker), so a case moves to another notebook by moving its pair to that notebook's package
-(as distillation, multi-task and the in-place activation moved to notebook 07).
+Each case is ``<case>.py`` (models, data, the broken and the reference step), ``<case>_exercise.py`` (the checker)
+and ``<case>_contract.py`` (what the checking engine judges the answer against; ``step_contract.py`` holds what the
+three training steps' contracts share), so a case moves to another notebook by moving its files to that notebook's
+package (as distillation, multi-task and the in-place activation moved to notebook 07).
 """

@@ -43,6 +43,7 @@ from helpers.course.lesson06_bug_clinic.actor_critic import (
     make_batch,
     part_of,
 )
+from helpers.course.lesson06_bug_clinic.actor_critic_contract import CONTRACT
 
 EXERCISE_ID = "actor_critic_step"
 STEPS = 3
@@ -336,4 +337,5 @@ EXERCISE = Exercise(
     answer_name="actor_critic_step",
     checker=check_actor_critic_step,
     hints=HINTS,
+    contract=CONTRACT,
 )

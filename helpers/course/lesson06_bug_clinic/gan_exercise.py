@@ -43,6 +43,7 @@ from helpers.course.lesson06_bug_clinic.gan import (
     make_gan,
     saturating_generator_loss,
 )
+from helpers.course.lesson06_bug_clinic.gan_contract import CONTRACT
 
 EXERCISE_ID = "gan_step"
 STEPS = 3
@@ -164,7 +165,7 @@ def _diagnose_d(recorded: Gradients, cand: Dict[str, Any], leftover: Gradients, 
                 "through D on its way to G and writes g_loss's gradient into D's .grad too. A zero_grad() at the "
                 "top of the step came before that. Clear D's gradients right before d_loss.backward() "
                 "(opt_d.zero_grad() there), or keep G's backward out of D: "
-                "g_loss.backward(inputs=list(generator.parameters())).")
+                "g_loss.backward(inputs=[p for p in generator.parameters() if p.requires_grad]).")
     if not _is_empty(leftover) and same_gradients(recorded, added(cand["D"], leftover)):
         return (f"{where}, D's gradient still held what its .grad held before this step: gradients pile up. "
                 "Call opt_d.zero_grad() before d_loss.backward().")
@@ -280,4 +281,5 @@ EXERCISE = Exercise(
     answer_name="gan_step",
     checker=check_gan_step,
     hints=HINTS,
+    contract=CONTRACT,
 )

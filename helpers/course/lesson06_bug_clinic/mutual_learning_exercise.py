@@ -42,6 +42,7 @@ from helpers.course.lesson06_bug_clinic.mutual_learning import (
     mimicry_loss,
     predictions,
 )
+from helpers.course.lesson06_bug_clinic.mutual_learning_contract import CONTRACT
 
 EXERCISE_ID = "mutual_step"
 STEPS = 3
@@ -330,4 +331,5 @@ EXERCISE = Exercise(
     answer_name="mutual_step",
     checker=check_mutual_step,
     hints=HINTS,
+    contract=CONTRACT,
 )

@@ -39,6 +39,7 @@ from helpers.course.lesson07_bug_clinic_continued.distillation import (
     relative_error,
     soft_loss,
 )
+from helpers.course.lesson07_bug_clinic_continued.distillation_contract import CONTRACT
 from helpers.tools.gradients import gradients_of
 
 EXERCISE_ID = "online_distill_step"
@@ -431,4 +432,5 @@ EXERCISE = Exercise(
     answer_name="online_distill_step",
     checker=check_online_distill_step,
     hints=HINTS,
+    contract=CONTRACT,
 )

@@ -41,6 +41,7 @@ from helpers.course.lesson07_bug_clinic_continued.inplace_activation import (
     residual_reference_forward,
     task_losses,
 )
+from helpers.course.lesson07_bug_clinic_continued.inplace_activation_contract import CONTRACT
 from helpers.tools.errors import KINDS, parse_version_error, short_description
 
 EXERCISE_ID = "fixed_forward"
@@ -250,4 +251,5 @@ EXERCISE = Exercise(
     answer_name="fixed_forward",
     checker=check_fixed_forward,
     hints=HINTS,
+    contract=CONTRACT,
 )

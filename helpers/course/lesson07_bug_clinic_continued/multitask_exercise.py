@@ -32,6 +32,7 @@ from helpers.course.lesson07_bug_clinic_continued.multitask import (
     reference_gradients,
     relative_error,
 )
+from helpers.course.lesson07_bug_clinic_continued.multitask_contract import CONTRACT
 
 EXERCISE_ID = "multitask_step"
 STEPS = 3
@@ -307,4 +308,5 @@ EXERCISE = Exercise(
     answer_name="multitask_step",
     checker=check_multitask_step,
     hints=HINTS,
+    contract=CONTRACT,
 )

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from helpers.course.exercises.engine.build import mlp, randn, refill_with, seeded
-from helpers.course.exercises.engine.contract import Change, Contract
+from helpers.course.exercises.engine.contract import TRAINING_STEP_TRIED, Contract, returns_nothing, training_step
 from helpers.course.exercises.engine.judge import judge
 from helpers.course.exercises.engine.observe import World
 from helpers.course.exercises.engine.situations import GRADS, MODE, Situation, batch, calls, optimizers
@@ -85,12 +85,13 @@ CONTRACT = Contract(
     answer_name="ddp_two_loss_step",
     build=build,
     axes=AXES,
-    may_change=(Change("m1.*"), Change("m2.*"), Change("opt1.*"), Change("opt2.*")),
+    may_change=training_step(("m1", "m2"), ("opt1", "opt2")),
     generic_axes=True,
     combinations=3,
     seed=830,
     sync=any_rank,
     judged_in_checker=True,
     wider_judge=judge_in_processes,
-    tried_extra=("each `.grad` after the call is compared too: it holds the averaged gradient the step used",),
+    returns=returns_nothing,
+    tried_extra=(TRAINING_STEP_TRIED,),
 )

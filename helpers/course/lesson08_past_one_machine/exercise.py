@@ -316,8 +316,8 @@ def _verdict(per_rank_steps: List[List[Dict[str, Any]]]) -> CheckResult:
     return passed(EXERCISE_ID, f"{STEPS} consecutive steps on {WORLD_SIZE} processes (gloo, or NCCL with a GPU per "
                                "process), on models and batches the notebook never used: on every rank, opt1 stepped "
                                "once with the gradient of L1 and opt2 with that of L2, each averaged over the ranks "
-                               "by DDP. The replicas stay identical. It also matched the reference on every rank in all "
-                               f"{situations_tried(CONTRACT)} situations the check generates.")
+                               "by DDP. The replicas stay identical. It also matched the reference on every rank in "
+                               f"all {situations_tried(CONTRACT)} situations the check generates.")
 
 
 def check_answers(step_functions: Sequence[Any]) -> List[CheckResult]:

@@ -97,11 +97,11 @@ def g_first_zero_d_after_g_backward(generator, discriminator, opt_g, opt_d, real
 
 
 def g_first_backward_restricted_to_g(generator, discriminator, opt_g, opt_d, real, noise):
-    """Both zero_grad() at the top; g_loss's backward kept out of D with inputs=."""
+    """Both zero_grad() at the top; g_loss's backward kept out of D with inputs= (G's trainable parameters)."""
     opt_g.zero_grad()
     opt_d.zero_grad()
     fake = generator(noise)
-    _bce(discriminator(fake), 1).backward(inputs=list(generator.parameters()))
+    _bce(discriminator(fake), 1).backward(inputs=[p for p in generator.parameters() if p.requires_grad])
     opt_g.step()
     _d_loss(discriminator, real, fake.detach()).backward()
     opt_d.step()
@@ -110,7 +110,8 @@ def g_first_backward_restricted_to_g(generator, discriminator, opt_g, opt_d, rea
 def g_first_autograd_grad(generator, discriminator, opt_g, opt_d, real, noise):
     """torch.autograd.grad for both: nothing ever lands in the wrong .grad."""
     fake = generator(noise)
-    g_params, d_params = list(generator.parameters()), list(discriminator.parameters())
+    g_params = [p for p in generator.parameters() if p.requires_grad]       # a frozen weight has no gradient
+    d_params = [p for p in discriminator.parameters() if p.requires_grad]
     for param, grad in zip(g_params, torch.autograd.grad(_bce(discriminator(fake), 1), g_params)):
         param.grad = grad
     opt_g.step()
@@ -120,15 +121,17 @@ def g_first_autograd_grad(generator, discriminator, opt_g, opt_d, real, noise):
 
 
 def g_first_freeze_d_for_the_g_step(generator, discriminator, opt_g, opt_d, real, noise):
-    """D frozen while G's backward runs through it (a common GAN idiom), unfrozen before D's own step."""
+    """D frozen while G's backward runs through it (a common GAN idiom), its flags put back before D's own step."""
     opt_g.zero_grad()
     opt_d.zero_grad()
     fake = generator(noise)
+    flags = [p.requires_grad for p in discriminator.parameters()]
     discriminator.requires_grad_(False)
     try:
         _bce(discriminator(fake), 1).backward()
     finally:
-        discriminator.requires_grad_(True)
+        for param, flag in zip(discriminator.parameters(), flags):
+            param.requires_grad_(flag)
     opt_g.step()
     _d_loss(discriminator, real, fake.detach()).backward()
     opt_d.step()
@@ -141,7 +144,7 @@ def g_first_d_gradient_computed_first(generator, discriminator, opt_g, opt_d, re
     fake = generator(noise)
     fake_for_d = fake.detach()
     (_bce(discriminator(real), 1) + _bce(discriminator(fake_for_d), 0)).backward()
-    _bce(discriminator(fake), 1).backward(inputs=list(generator.parameters()))
+    _bce(discriminator(fake), 1).backward(inputs=[p for p in generator.parameters() if p.requires_grad])
     opt_g.step()
     opt_d.step()
 
@@ -349,6 +352,54 @@ def g_first_changes_the_learning_rate(generator, discriminator, opt_g, opt_d, re
     g_first_zero_d_after_g_backward(generator, discriminator, opt_g, opt_d, real, noise)
 
 
+def g_first_unfreezes_all_of_d(generator, discriminator, opt_g, opt_d, real, noise):
+    """The freezing idiom with requires_grad_(True) to undo it: a weight handed over frozen comes back trainable."""
+    opt_g.zero_grad()
+    opt_d.zero_grad()
+    fake = generator(noise)
+    discriminator.requires_grad_(False)
+    _bce(discriminator(fake), 1).backward()
+    discriminator.requires_grad_(True)
+    opt_g.step()
+    _d_loss(discriminator, real, fake.detach()).backward()
+    opt_d.step()
+
+
+def g_first_divides_by_the_notebook_batch(generator, discriminator, opt_g, opt_d, real, noise):
+    """Each BCE summed, then divided by the notebook's batch of 64: right only for batches of 64 rows."""
+    def bce(logits, label):
+        return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, float(label)), reduction="sum") / 64
+
+    fake = generator(noise)
+    opt_g.zero_grad()
+    bce(discriminator(fake), 1).backward()
+    opt_g.step()
+    opt_d.zero_grad()
+    (bce(discriminator(real), 1) + bce(discriminator(fake.detach()), 0)).backward()
+    opt_d.step()
+
+
+def g_first_puts_the_models_in_training_mode(generator, discriminator, opt_g, opt_d, real, noise):
+    """"A training step trains": .train() on both models first, whatever mode they came in."""
+    generator.train()
+    discriminator.train()
+    g_first_zero_d_after_g_backward(generator, discriminator, opt_g, opt_d, real, noise)
+
+
+def g_first_returns_the_losses(generator, discriminator, opt_g, opt_d, real, noise):
+    """Right steps, and the two losses returned for logging: the contract's step returns None."""
+    fake = generator(noise)
+    opt_g.zero_grad()
+    g_loss = _bce(discriminator(fake), 1)
+    g_loss.backward()
+    opt_g.step()
+    opt_d.zero_grad()
+    d_loss = _d_loss(discriminator, real, fake.detach())
+    d_loss.backward()
+    opt_d.step()
+    return g_loss.item(), d_loss.item()
+
+
 OTHER_CORRECT = {
     "gan_step": [g_first_zero_d_after_g_backward, g_first_backward_restricted_to_g, g_first_autograd_grad,
                  g_first_freeze_d_for_the_g_step, g_first_d_gradient_computed_first, g_first_tidy_at_the_end],
@@ -377,5 +428,9 @@ WRONG_ANSWERS = {
         (g_first_leaves_g_in_eval_mode, "left the generator (or one of its layers) in eval mode"),
         (g_first_normalises_real_in_place, "changed the input `real` in place"),
         (g_first_changes_the_learning_rate, "changed opt_d's settings"),
+        (g_first_unfreezes_all_of_d, "`discriminator.0.weight.requires_grad` came back True"),
+        (g_first_divides_by_the_notebook_batch, "is a batch size written into your code?"),
+        (g_first_puts_the_models_in_training_mode, "came back in training mode; it was handed to you in eval mode"),
+        (g_first_returns_the_losses, "returned a tuple, where this step returns None"),
     ],
 }

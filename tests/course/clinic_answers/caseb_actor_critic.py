@@ -43,7 +43,7 @@ def a2c_one_backward(model, opt_trunk, opt_actor, opt_critic, states, actions, r
 def a2c_autograd_grad(model, opt_trunk, opt_actor, opt_critic, states, actions, returns, value_coef, entropy_coef):
     """torch.autograd.grad of the total loss, written into .grad by hand; the steps in another order."""
     actor_loss, critic_loss, entropy, _, _ = _terms(model, states, actions, returns)
-    params = list(model.parameters())
+    params = [p for p in model.parameters() if p.requires_grad]        # a frozen weight has no gradient
     grads = torch.autograd.grad(actor_loss + value_coef * critic_loss - entropy_coef * entropy, params)
     for param, grad in zip(params, grads):
         param.grad = grad
@@ -253,6 +253,30 @@ def normalises_returns_in_place(model, opt_trunk, opt_actor, opt_critic, states,
     a2c_one_backward(model, opt_trunk, opt_actor, opt_critic, states, actions, returns, value_coef, entropy_coef)
 
 
+def divides_by_the_notebook_batch(model, opt_trunk, opt_actor, opt_critic, states, actions, returns, value_coef,
+                                  entropy_coef):
+    """Each term summed over the batch, then divided by the notebook's 8 rows: right only for batches of 8."""
+    _zero(opt_trunk, opt_actor, opt_critic)
+    logits, value = model(states)
+    policy = torch.distributions.Categorical(logits=logits)
+    actor_loss = -(policy.log_prob(actions) * (returns - value).detach()).sum() / 8
+    critic_loss = (returns - value).pow(2).sum() / 8
+    (actor_loss + value_coef * critic_loss - entropy_coef * policy.entropy().sum() / 8).backward()
+    _step(opt_trunk, opt_actor, opt_critic)
+
+
+def unfreezes_the_model(model, opt_trunk, opt_actor, opt_critic, states, actions, returns, value_coef, entropy_coef):
+    """requires_grad_(True) on the whole model "so every part learns": a weight handed over frozen is trained."""
+    model.requires_grad_(True)
+    a2c_one_backward(model, opt_trunk, opt_actor, opt_critic, states, actions, returns, value_coef, entropy_coef)
+
+
+def puts_the_model_in_training_mode(model, opt_trunk, opt_actor, opt_critic, states, actions, returns, value_coef,
+                                    entropy_coef):
+    model.train()
+    a2c_one_backward(model, opt_trunk, opt_actor, opt_critic, states, actions, returns, value_coef, entropy_coef)
+
+
 OTHER_CORRECT = {
     "actor_critic_step": [a2c_one_backward, a2c_autograd_grad, a2c_backward_per_term, a2c_distribution_api],
 }
@@ -277,5 +301,8 @@ WRONG_ANSWERS = {
         (one_adam_kept_between_calls, "not through opt_trunk"),
         (baseline_in_eval_mode, "left the model (or one of its layers) in eval mode"),
         (normalises_returns_in_place, "changed the input `returns` in place"),
+        (divides_by_the_notebook_batch, "is a batch size written into your code?"),
+        (unfreezes_the_model, "`model.trunk.0.weight.requires_grad` came back True"),
+        (puts_the_model_in_training_mode, "came back in training mode; it was handed to you in eval mode"),
     ],
 }

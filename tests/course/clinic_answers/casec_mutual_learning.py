@@ -57,11 +57,12 @@ def autograd_grad_restricted(peers, optimizers, x, y):
     """No detach at all: torch.autograd.grad restricted to each peer's own parameters keeps the losses apart."""
     logits = [peer(x) for peer in peers]
     probs = [F.softmax(out, dim=1) for out in logits]
+    trainable = [[p for p in peer.parameters() if p.requires_grad] for peer in peers]   # frozen: no gradient
     grads = []
-    for i, peer in enumerate(peers):
-        grads.append(torch.autograd.grad(_loss(i, logits, probs, y), list(peer.parameters()), retain_graph=True))
-    for peer, optimizer, peer_grads in zip(peers, optimizers, grads):
-        for param, grad in zip(peer.parameters(), peer_grads):
+    for i, params in enumerate(trainable):
+        grads.append(torch.autograd.grad(_loss(i, logits, probs, y), params, retain_graph=True))
+    for params, optimizer, peer_grads in zip(trainable, optimizers, grads):
+        for param, grad in zip(params, peer_grads):
             param.grad = grad
         optimizer.step()
 
@@ -75,7 +76,8 @@ def manual_kl_with_inputs(peers, optimizers, x, y):
         optimizer.zero_grad(set_to_none=False)
     for i in range(k):
         kl = sum((log_p[j].exp() * (log_p[j] - log_p[i])).sum(dim=1).mean() for j in range(k) if j != i) / (k - 1)
-        (F.cross_entropy(logits[i], y) + kl).backward(inputs=list(peers[i].parameters()), retain_graph=True)
+        trainable = [p for p in peers[i].parameters() if p.requires_grad]
+        (F.cross_entropy(logits[i], y) + kl).backward(inputs=trainable, retain_graph=True)
     for optimizer in optimizers:
         optimizer.step()
 
@@ -257,6 +259,39 @@ def takes_a_peer_out_of_the_list(peers, optimizers, x, y):
         i += 1
 
 
+def divides_by_the_notebook_batch(peers, optimizers, x, y):
+    """Both terms summed over the batch, then divided by the notebook's 12 rows: right only for batches of 12."""
+    logits = [peer(x) for peer in peers]
+    targets = [F.softmax(out, dim=1).detach() for out in logits]
+    k = len(peers)
+    for i, optimizer in enumerate(optimizers):
+        kl = sum(F.kl_div(F.log_softmax(logits[i], dim=1), targets[j], reduction="sum") for j in range(k) if j != i)
+        loss = (F.cross_entropy(logits[i], y, reduction="sum") + kl / (k - 1)) / 12
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def unfreezes_every_peer(peers, optimizers, x, y):
+    """The freezing idiom undone with requires_grad_(True): a weight handed over frozen comes back trainable."""
+    logits = [peer(x) for peer in peers]
+    targets = [F.softmax(out, dim=1).detach() for out in logits]
+    for i, optimizer in enumerate(optimizers):
+        for j, peer in enumerate(peers):
+            peer.requires_grad_(j == i)
+        optimizer.zero_grad()
+        _loss(i, logits, targets, y).backward()
+        optimizer.step()
+    for peer in peers:
+        peer.requires_grad_(True)
+
+
+def puts_the_peers_in_training_mode(peers, optimizers, x, y):
+    for peer in peers:
+        peer.train()
+    all_forwards_then_each_peer(peers, optimizers, x, y)
+
+
 OTHER_CORRECT = {
     "mutual_step": [all_forwards_then_each_peer, one_backward_of_the_sum, targets_from_a_no_grad_pass_reverse_order,
                     autograd_grad_restricted, manual_kl_with_inputs],
@@ -280,5 +315,8 @@ WRONG_ANSWERS = {
         (caches_the_targets, "predictions from an earlier step"),
         (leaves_the_peers_frozen_but_one, "requires_grad changed"),
         (takes_a_peer_out_of_the_list, "changed the lists it was given"),
+        (divides_by_the_notebook_batch, "is a batch size written into your code?"),
+        (unfreezes_every_peer, "`peers[0].0.weight.requires_grad` came back True"),
+        (puts_the_peers_in_training_mode, "came back in training mode; it was handed to you in eval mode"),
     ],
 }

@@ -45,7 +45,8 @@ def one_backward_of_the_sum(student, teacher, opt_student, opt_teacher, x, y, te
 def with_autograd_grad_and_log_target(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
     """autograd.grad for both, kl_div with log-probabilities on both sides."""
     teacher_logits, student_logits = teacher(x), student(x)
-    teacher_params, student_params = list(teacher.parameters()), list(student.parameters())
+    teacher_params = [p for p in teacher.parameters() if p.requires_grad]   # a frozen layer has no gradient
+    student_params = [p for p in student.parameters() if p.requires_grad]
     for param, grad in zip(teacher_params, torch.autograd.grad(F.cross_entropy(teacher_logits, y), teacher_params)):
         param.grad = grad
     targets = F.log_softmax(teacher_logits.detach() / temperature, dim=1)
@@ -63,7 +64,7 @@ def restricted_backward_without_detach(student, teacher, opt_student, opt_teache
     teacher_logits, student_logits = teacher(x), student(x)
     _step(opt_teacher, F.cross_entropy(teacher_logits, y))
     _step(opt_student, _student_loss(student_logits, teacher_logits, y, temperature, alpha),
-          inputs=list(student.parameters()))
+          inputs=[p for p in student.parameters() if p.requires_grad])
 
 
 def targets_read_under_no_grad_of_the_same_forward(student, teacher, opt_student, opt_teacher, x, y, temperature,
@@ -272,6 +273,32 @@ def puts_the_student_in_eval_mode(student, teacher, opt_student, opt_teacher, x,
     student.eval()
 
 
+def unfreezes_the_teacher_afterwards(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """Frozen "for the targets", then requires_grad_(True) to undo it: a layer handed over frozen comes back
+    trainable."""
+    teacher_logits = teacher(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    teacher.requires_grad_(False)
+    _step(opt_student, _student_loss(student(x), teacher_logits.detach(), y, temperature, alpha))
+    teacher.requires_grad_(True)
+
+
+def puts_both_models_in_training_mode(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """"A training step trains": .train() on both models, whatever mode the student came in."""
+    student.train()
+    teacher.train()
+    student_first(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha)
+
+
+def divides_by_the_notebook_batch(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
+    """The KL summed, then divided by the notebook's batch of 32: right only for batches of 32 rows."""
+    teacher_logits, student_logits = teacher(x), student(x)
+    _step(opt_teacher, F.cross_entropy(teacher_logits, y))
+    soft = F.kl_div(F.log_softmax(student_logits / temperature, dim=1),
+                    F.softmax(teacher_logits.detach() / temperature, dim=1), reduction="sum") / 32
+    _step(opt_student, alpha * temperature ** 2 * soft + (1 - alpha) * F.cross_entropy(student_logits, y))
+
+
 def raises(student, teacher, opt_student, opt_teacher, x, y, temperature, alpha):
     raise ValueError("oops")
 
@@ -307,5 +334,8 @@ WRONG_ANSWERS = {
         (halves_the_learning_rate, "changed opt_teacher's settings"),
         (puts_the_student_in_eval_mode, "student is now in eval mode"),
         (raises, "raised ValueError: oops"),
+        (unfreezes_the_teacher_afterwards, "`teacher.0.weight.requires_grad` came back True"),
+        (puts_both_models_in_training_mode, "`student` came back in training mode; it was handed to you in eval mode"),
+        (divides_by_the_notebook_batch, "With a batch of 2 rows (the notebook used 32): `student.0.weight.grad`"),
     ],
 }

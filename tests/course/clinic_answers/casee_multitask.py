@@ -37,7 +37,7 @@ def two_weighted_backward_passes(trunk, head_a, head_b, opt_trunk, opt_a, opt_b,
 
 def with_autograd_grad(trunk, head_a, head_b, opt_trunk, opt_a, opt_b, x, y_a, y_b, weight_a, weight_b):
     loss_a, loss_b = _losses(trunk, head_a, head_b, x, y_a, y_b)
-    params = [*trunk.parameters(), *head_a.parameters(), *head_b.parameters()]
+    params = [p for m in (trunk, head_a, head_b) for p in m.parameters() if p.requires_grad]   # frozen: no grad
     for param, grad in zip(params, torch.autograd.grad(weight_a * loss_a + weight_b * loss_b, params)):
         param.grad = grad
     _step(opt_trunk, opt_a, opt_b)
@@ -251,6 +251,31 @@ def freezes_head_b_afterwards(trunk, head_a, head_b, opt_trunk, opt_a, opt_b, x,
     head_b.requires_grad_(False)
 
 
+def puts_every_module_in_training_mode(trunk, head_a, head_b, opt_trunk, opt_a, opt_b, x, y_a, y_b, weight_a,
+                                       weight_b):
+    """"A training step trains": .train() on every module, whatever mode it came in."""
+    for module in (trunk, head_a, head_b):
+        module.train()
+    right_step(trunk, head_a, head_b, opt_trunk, opt_a, opt_b, x, y_a, y_b, weight_a, weight_b)
+
+
+def unfreezes_every_parameter(trunk, head_a, head_b, opt_trunk, opt_a, opt_b, x, y_a, y_b, weight_a, weight_b):
+    """requires_grad_(True) "to be sure every part trains": a layer handed over frozen comes back trainable."""
+    for module in (trunk, head_a, head_b):
+        module.requires_grad_(True)
+    right_step(trunk, head_a, head_b, opt_trunk, opt_a, opt_b, x, y_a, y_b, weight_a, weight_b)
+
+
+def divides_by_the_notebook_batch(trunk, head_a, head_b, opt_trunk, opt_a, opt_b, x, y_a, y_b, weight_a, weight_b):
+    """Both losses summed, then divided by the notebook's batch of 12: right only for batches of 12 rows."""
+    _zero(opt_trunk, opt_a, opt_b)
+    feats = trunk(x)
+    loss_a = F.mse_loss(head_a(feats), y_a, reduction="sum") / 12
+    loss_b = F.cross_entropy(head_b(feats), y_b, reduction="sum") / 12
+    (weight_a * loss_a + weight_b * loss_b).backward()
+    _step(opt_trunk, opt_a, opt_b)
+
+
 OTHER_CORRECT = {
     "multitask_step": [right_step, two_weighted_backward_passes, with_autograd_grad,
                        heads_stepped_before_the_trunks_backward_ends, separate_forward_passes_before_any_step,
@@ -281,5 +306,8 @@ WRONG_ANSWERS = {
         (logs_accuracy_in_eval_mode, "trunk is now in eval mode"),
         (scales_the_learning_rate, "changed opt_a's settings"),
         (freezes_head_b_afterwards, "changed requires_grad (head_b.weight, head_b.bias)"),
+        (puts_every_module_in_training_mode, "`trunk` came back in training mode; it was handed to you in eval mode"),
+        (unfreezes_every_parameter, "`trunk.0.weight.requires_grad` came back True"),
+        (divides_by_the_notebook_batch, "is a batch size written into your code?"),
     ],
 }

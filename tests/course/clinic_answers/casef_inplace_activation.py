@@ -141,6 +141,24 @@ def raises(encoder, cls_head, reg_head, x):
     raise RuntimeError("oops")
 
 
+def returns_a_list(encoder, cls_head, reg_head, x):
+    """Right values and gradients, in a list: the contract's pair is a tuple."""
+    return list(out_of_place(encoder, cls_head, reg_head, x))
+
+
+def reshapes_to_the_notebook_batch(encoder, cls_head, reg_head, x):
+    """h reshaped to the notebook's 16 rows "to be safe": right only for batches of 16."""
+    h = encoder(x).reshape(16, -1)
+    return cls_head(h), reg_head.out(torch.relu(h + reg_head.fc(h)))
+
+
+def puts_the_models_in_training_mode(encoder, cls_head, reg_head, x):
+    """.train() on every model first, whatever mode it came in."""
+    for model in (encoder, cls_head, reg_head):
+        model.train()
+    return out_of_place(encoder, cls_head, reg_head, x)
+
+
 OTHER_CORRECT = {
     "fixed_forward": [out_of_place, relu_in_place_on_the_new_sum, add_in_place_into_a_copy, functional_layers,
                       regression_head_first],
@@ -165,5 +183,8 @@ WRONG_ANSWERS = {
         (switches_the_head_to_eval, "reg_head is now in eval mode"),
         (returns_value_only, "Return the pair (logits, value)"),
         (raises, "raised RuntimeError: oops"),
+        (returns_a_list, "returned a list, where the reference returns a tuple"),
+        (reshapes_to_the_notebook_batch, "With a batch of 1 row (the notebook used 16): your function raised"),
+        (puts_the_models_in_training_mode, "`encoder` came back in training mode; it was handed to you in eval mode"),
     ],
 }

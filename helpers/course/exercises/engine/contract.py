@@ -18,13 +18,35 @@ CHANGEABLE = ("value", "grad", "version", "buffer", "state")  # flags, settings,
 @dataclass(frozen=True)
 class Change:
     """What a call may change: the keys whose path matches ``path`` (fnmatch: ``M1.*``) and whose kind is in
-    ``kinds`` (some of ``CHANGEABLE``)."""
+    ``kinds`` (some of ``CHANGEABLE``). With ``grad_may_be_cleared``, a ``.grad`` may also come back cleared (None
+    or zeros) where the reference leaves the gradient it stepped with: a step that tidies up with ``zero_grad()``
+    after ``step()`` is right."""
 
     path: str
     kinds: Tuple[str, ...] = CHANGEABLE
+    grad_may_be_cleared: bool = False
 
     def allows(self, key: Key) -> bool:
         return key.kind in self.kinds and fnmatch.fnmatchcase(key.path, self.path)
+
+
+TRAINING_STEP_TRIED = ("each `.grad` is compared after the call: the gradient its optimizer stepped with, or cleared "
+                       "(None or zeros); the step returns nothing")
+
+
+def training_step(modules: Tuple[str, ...], optimizers: Tuple[str, ...]) -> Tuple[Change, ...]:
+    """What one training step may change: the models' weights, ``.grad`` (the gradient stepped with, or cleared),
+    versions and buffers, and the optimizers' states. Never a flag, a setting, an input or a global."""
+    return (tuple(Change(f"{name}.*", grad_may_be_cleared=True) for name in modules)
+            + tuple(Change(f"{name}.*", ("state",)) for name in optimizers))
+
+
+def returns_nothing(actual: Any, expected: Any) -> Optional[str]:
+    """The return rule of a training step: None, as the reference returns."""
+    if actual is None and expected is None:
+        return None
+    name = type(actual).__name__
+    return f"returned {'an' if name[0].lower() in 'aeiou' else 'a'} {name}, where this step returns None (nothing)"
 
 
 def same_type_and_value(actual: Any, expected: Any, rtol: float, atol: float) -> Optional[str]:
@@ -46,7 +68,7 @@ def same_type_and_value(actual: Any, expected: Any, rtol: float, atol: float) ->
         for index, (a, e) in enumerate(zip(actual, expected)):
             problem = same_type_and_value(a, e, rtol, atol)
             if problem is not None:
-                return f"item {index}: {problem}"
+                return f"returned, as item {index}, {problem.removeprefix('returned ')}"
         return None
     if isinstance(expected, dict):
         if set(actual) != set(expected):
@@ -54,7 +76,7 @@ def same_type_and_value(actual: Any, expected: Any, rtol: float, atol: float) ->
         for key in expected:
             problem = same_type_and_value(actual[key], expected[key], rtol, atol)
             if problem is not None:
-                return f"[{key!r}]: {problem}"
+                return f"returned, under the key {key!r}, {problem.removeprefix('returned ')}"
         return None
     if actual != expected:
         return f"returned {actual!r}, where the reference returns {expected!r}"
@@ -114,6 +136,11 @@ class Contract:
     def allows(self, key: Key) -> bool:
         """True when one call may change what ``key`` names."""
         return any(change.allows(key) for change in self.may_change)
+
+    def may_be_cleared(self, key: Key) -> bool:
+        """True when ``key`` is a ``.grad`` that may come back cleared instead of as the reference's."""
+        return key.kind == "grad" and any(change.grad_may_be_cleared and change.allows(key)
+                                          for change in self.may_change)
 
     def reference(self) -> Callable[..., Any]:
         """The function the learner's is compared with: the solution's own, unless the contract gives one."""

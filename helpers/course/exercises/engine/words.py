@@ -39,10 +39,14 @@ def _tensor_words(what: str, difference: Difference, situation: Situation, axes:
                 f"{'None' if right is None else 'a tensor'}")
     if now.shape != right.shape:
         return f"{what} has shape {list(now.shape)}, where the reference's has {list(right.shape)}"
+    if difference.key.kind != "return" and isinstance(was, torch.Tensor) and was.shape == now.shape and bool(
+            torch.equal(was, now)):
+        return f"{what} is exactly as it was before your call, where the reference changes it: was it never stepped?"
     factor = scale_factor(now, right)
-    if factor is not None:
+    if factor is not None and difference.key.kind in ("grad", "return"):
         return f"{what} is {_factor_words(factor, situation, axes)}"
-    if isinstance(was, torch.Tensor) and was.shape == right.shape and bool(was.abs().sum()):
+    if difference.key.kind == "grad" and isinstance(was, torch.Tensor) and was.shape == right.shape and bool(
+            was.abs().sum()):
         weights = as_combination([now], {"the right gradient": [right], "what it held before your call": [was]})
         if weights is not None and abs(weights["what it held before your call"]) > 1e-3:
             return (f"{what} is {describe_combination(weights)}: the gradient that was there before your call "

@@ -1,0 +1,222 @@
+"""The contract of notebook 05's exercise: ``chained_amp_step(tenc, unet, opt_tenc, opt_unet, scaler, x, target,
+mask, max_norm)`` steps tenc with the gradient of ``loss_tenc`` and unet with that of ``loss_tenc + loss_unet``, each
+module's unscaled gradient clipped to ``max_norm`` on its own, both through the scaler, then ``scaler.update()``
+once. It may change the two modules' weights and ``.grad``, the two optimizers' state and the scaler's scale and
+growth tracker; nothing else.
+
+An overflow is made by a hook on tenc's last weight that writes an inf into its (scaled) gradient on a chosen call,
+as a float16 overflow would: the right step then leaves tenc and its optimizer as they were, steps unet, and the scale
+shrinks. ``clip_grad_norm_`` turns that inf into NaN (inf x 0), in the reference as in every right answer; the
+engine compares NaN as unequal to itself, so the scaler's ``update()`` sets those NaN to 0 after the call's last
+step, on that call only.
+
+bfloat16 keeps 8 bits of mantissa, so two right answers that add the two losses' gradients in another order differ in
+the last of them. The settings keep that round-off from growing over consecutive calls: small learning rates, Adam's
+eps at 1e-3 (with 1e-8, a near-zero gradient's round-off can turn a step of +lr into -lr), and a GELU in unet where
+the notebook's has a ReLU (round-off that moves a unit across 0 changes the next gradient by a jump).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Callable, Dict, Tuple
+
+import torch
+from torch import nn
+
+from helpers.course.device import pick_device
+from helpers.course.exercises.engine.build import randn, refill_with, seeded
+from helpers.course.exercises.engine.contract import (
+    TRAINING_STEP_TRIED,
+    Change,
+    Contract,
+    returns_nothing,
+    training_step,
+)
+from helpers.course.exercises.engine.observe import World
+from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls, shapes
+from helpers.course.lesson05_chained_amp.chain import (
+    BATCH,
+    HIDDEN_STATE,
+    TEXT_FEATURES,
+    chain_losses,
+    fused_adamw_supported,
+)
+
+MODULES = {  # name -> (tenc's widths, unet's hidden width and GroupNorm groups)
+    "the notebook's modules (a GELU for unet's ReLU)": ((TEXT_FEATURES, 32, HIDDEN_STATE), (64, 8)),
+    "a deeper tenc and a narrower unet": ((TEXT_FEATURES, 24, 24, HIDDEN_STATE), (32, 4)),
+}
+
+
+def _tenc(widths: Tuple[int, ...]) -> nn.Sequential:
+    """``Linear -> GELU -> ... -> Linear`` through ``widths``, as ``chain.make_tenc``."""
+    layers: list = []
+    for index, (width_in, width_out) in enumerate(zip(widths[:-1], widths[1:])):
+        layers += [nn.Linear(width_in, width_out)] + ([nn.GELU()] if index < len(widths) - 2 else [])
+    return nn.Sequential(*layers)
+
+
+def _unet(hidden: int, groups: int) -> nn.Sequential:
+    """The notebook's unet (``chain.make_unet``), with a GELU for its ReLU (see the module's docstring)."""
+    return nn.Sequential(nn.Linear(HIDDEN_STATE, hidden), nn.GroupNorm(groups, hidden), nn.GELU(),
+                         nn.Linear(hidden, TEXT_FEATURES))
+
+
+Make = Callable[[nn.Module, torch.device], torch.optim.Optimizer]
+
+
+def _adamw(lr: float, weight_decay: float) -> Make:
+    """The notebook's AdamW (``chain.make_optimizers``), fused where this device has it."""
+    return lambda module, device: torch.optim.AdamW(module.parameters(), lr=lr, weight_decay=weight_decay,
+                                                    betas=(0.9, 0.99), eps=EPS,
+                                                    fused=True if fused_adamw_supported(device) else None)
+
+
+EPS = 1e-3
+OPTIMIZERS: Dict[str, Tuple[Make, Make]] = {  # name -> (opt_tenc's, opt_unet's)
+    "fused AdamW for both (where this device has it)": (_adamw(1e-3, 1e-3), _adamw(1e-3, 1e-2)),
+    "AdamW for tenc, SGD with momentum for unet": (
+        lambda m, d: torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=1e-3, eps=EPS),
+        lambda m, d: torch.optim.SGD(m.parameters(), lr=0.005, momentum=0.9)),
+    "SGD for both, weight decay on unet's": (
+        lambda m, d: torch.optim.SGD(m.parameters(), lr=0.01),
+        lambda m, d: torch.optim.SGD(m.parameters(), lr=0.005, weight_decay=0.01)),
+}
+
+SCALERS = {  # name -> (init_scale, growth_interval)
+    "a GradScaler at scale 4": (4.0, 10**6),
+    "a GradScaler at scale 1024 that doubles after every 2 good steps": (1024.0, 2),
+}
+
+NO_CLIP = 1000.0
+CLIPS = ("only unet clipped", "both modules clipped", "no clipping")
+_CLIP_WORDS = {"both modules clipped": "max_norm below both modules' gradient norms",
+               "only unet clipped": "max_norm between tenc's gradient norm and unet's (only unet's is clipped)",
+               "no clipping": f"max_norm = {NO_CLIP:g}, so large that clipping does not act"}
+
+OVERFLOWS = ("none", "first", "last")
+
+AXES: tuple = (
+    batch(BATCH, 1, 5),
+    Axis("clip", CLIPS, _CLIP_WORDS.__getitem__, "max_norm below, between and above the modules' gradient norms"),
+    Axis("overflow", OVERFLOWS, lambda when: "no overflow" if when == "none" else f"an inf in tenc's gradient on the "
+         f"{when} call", "an inf in tenc's gradient on the first or the last call"),
+    GRADS,
+    MODE,
+    Axis("frozen", FROZEN.values, lambda frozen: "tenc's first layer frozen (requires_grad=False)" if frozen
+         else "no frozen weights", "tenc's first layer frozen"),
+    calls(1, 3),
+    Axis("optimizer", tuple(OPTIMIZERS), str, "optimizers fused AdamW, AdamW, SGD, SGD with momentum, weight decay"),
+    Axis("scaler", tuple(SCALERS), str, "GradScalers at scale 4 and at 1024 growing every 2 steps"),
+    shapes(*MODULES, tried="a deeper tenc and a narrower unet"),
+)
+
+
+class OverflowScaler(torch.amp.GradScaler):
+    """A GradScaler whose ``update()`` also sets to 0 the NaN that clipping left in tenc's gradient, on the call
+    whose gradient overflowed (``overflowed()`` says whether this is that call)."""
+
+    def __init__(self, device: str, init_scale: float, growth_interval: int, tenc: nn.Module,
+                 overflowed: Callable[[], bool]) -> None:
+        super().__init__(device, init_scale=init_scale, growth_interval=growth_interval)
+        self._tenc, self._overflowed = tenc, overflowed
+
+    def update(self, new_scale: Any = None) -> None:
+        super().update(new_scale)
+        if self._overflowed():
+            with torch.no_grad():
+                for param in self._tenc.parameters():
+                    if param.grad is not None:
+                        param.grad.masked_fill_(param.grad.isnan(), 0.0)
+
+
+def _norms(tenc: nn.Module, unet: nn.Module, x: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> Tuple[
+        float, float]:
+    """The unclipped gradient norms the step should have: tenc's of loss_tenc, unet's of loss_tenc + loss_unet."""
+    t, u = copy.deepcopy(tenc), copy.deepcopy(unet)
+    with torch.enable_grad(), torch.autocast(x.device.type):
+        loss_tenc, loss_unet = chain_losses(u(t(x)), target, mask)
+    trainable = [p for p in t.parameters() if p.requires_grad]
+    grads_t = torch.autograd.grad(loss_tenc, trainable, retain_graph=True)
+    grads_u = torch.autograd.grad(loss_tenc + loss_unet, list(u.parameters()))
+    norm = lambda grads: math.sqrt(sum(float(g.float().pow(2).sum()) for g in grads))  # noqa: E731
+    return norm(grads_t), norm(grads_u)
+
+
+def _max_norm(clip: str, norms: Callable[[], Tuple[float, float]]) -> float:
+    """``max_norm`` for ``clip``, from the modules' gradient norms on the first batch (``norms()``)."""
+    if clip == "no clipping":
+        return NO_CLIP
+    low, high = sorted(norms())
+    return 0.5 * low if clip == "both modules clipped" else math.sqrt(low * high)
+
+
+def build(situation: Situation) -> World:
+    """tenc, unet, their optimizers, a scaler and a batch for ``situation``; a new batch for each further call, into
+    the same tensors; the overflow hook on tenc's last weight."""
+    device = pick_device()
+    tenc_widths, (hidden, groups) = MODULES[situation["shape"]]
+    tenc = seeded(situation.seed, lambda: _tenc(tenc_widths)).to(device)
+    unet = seeded(situation.seed + 1, lambda: _unet(hidden, groups)).to(device)
+    if situation["frozen"]:  # here rather than by the engine: max_norm is computed from the trainable weights
+        tenc[0].requires_grad_(False)
+    make_tenc_opt, make_unet_opt = OPTIMIZERS[situation["optimizer"]]
+    opt_tenc, opt_unet = make_tenc_opt(tenc, device), make_unet_opt(unet, device)
+    rows, calls_made = situation["batch"], int(situation["calls"])
+
+    def batch_for(call: int) -> Dict[str, torch.Tensor]:
+        seed = situation.seed + 10 * call
+        return {"x": randn(seed, rows, TEXT_FEATURES).to(device),
+                "target": randn(seed + 1, rows, TEXT_FEATURES).to(device),
+                "mask": (randn(seed + 2, rows, TEXT_FEATURES) > 0).float().to(device)}
+
+    data = batch_for(1)
+    max_norm = _max_norm(situation["clip"], lambda: _norms(tenc, unet, data["x"], data["target"], data["mask"]))
+    state = {"call": 1}
+    inf_call = {"none": None, "first": 1, "last": calls_made}[situation["overflow"]]
+    overflowing = lambda: state["call"] == inf_call  # noqa: E731
+
+    def overflow(grad: torch.Tensor) -> torch.Tensor:
+        if not overflowing():
+            return grad
+        grad = grad.clone()
+        grad.view(-1)[0] = float("inf")
+        return grad
+
+    tenc[-1].weight.register_hook(overflow)
+    init_scale, growth_interval = SCALERS[situation["scaler"]]
+    scaler = OverflowScaler(device.type, init_scale, growth_interval, tenc, overflowing)
+    refill_data = refill_with(data, batch_for)
+
+    def refill(call: int) -> None:
+        state["call"] = call
+        refill_data(call)
+
+    return World(args=(tenc, unet, opt_tenc, opt_unet, scaler, data["x"], data["target"], data["mask"], max_norm),
+                 modules={"tenc": tenc, "unet": unet}, optimizers={"opt_tenc": opt_tenc, "opt_unet": opt_unet},
+                 inputs=data, refill=refill, freezable=[],
+                 extra={"the scaler's scale and growth tracker": lambda: _scale_and_tracker(scaler)})
+
+
+def _scale_and_tracker(scaler: torch.amp.GradScaler) -> Tuple[float, int]:
+    """What ``update()`` changes: the scale, and the count of good steps towards its next growth."""
+    state = scaler.state_dict()  # empty where this device's scaler is disabled
+    return float(state.get("scale", scaler.get_scale())), int(state.get("_growth_tracker", 0))
+
+
+# (rtol, atol) for what a call may change: bfloat16 round-off on the CPU (the worst a right answer needed over about
+# 860 calls was 0.0058); float16 under CUDA keeps more mantissa bits, so the same bound covers it
+TOLERANCE = (2e-2, 2e-2)
+
+CONTRACT = Contract(
+    exercise_id="chained_amp_step",
+    answer_name="chained_amp_step",
+    build=build,
+    axes=AXES,
+    may_change=(*training_step(("tenc", "unet"), ("opt_tenc", "opt_unet")),
+                Change("the scaler's scale and growth tracker", ("extra",))),
+    tolerance=TOLERANCE,
+    returns=returns_nothing,
+    tried_extra=(TRAINING_STEP_TRIED,),
+)
