@@ -76,7 +76,7 @@ def _parameter_names(model: torch.nn.Module) -> List[str]:
 
 def _calls() -> List[Tuple[str, torch.nn.Module, torch.Tensor, torch.Tensor]]:
     """(which call, model, x, target): two batches on one model - the second written into the same tensors, as a
-    data loader refilling its buffer does - then another model, with a batch of another size."""
+    loop that copies each batch into preallocated tensors does - then another model, with a batch of another size."""
     model, other = make_model(seed=7), make_model(seed=8)
     x, target = make_regression_batch(seed=7)
     other_x, other_target = make_regression_batch(seed=9, batch=THIRD_BATCH)

@@ -19,8 +19,8 @@ from torch import nn
 from helpers.course.exercises.engine.build import mlp, randn, seeded
 from helpers.course.exercises.engine.contract import Contract
 from helpers.course.exercises.engine.observe import World
+from helpers.course.exercises.engine.parts import RecordedReference, at_the_same_id, graph_state
 from helpers.course.exercises.engine.situations import FROZEN, GRADS, Axis, Situation, shapes
-from helpers.course.lesson01_graph_and_saved_tensors.engine_parts import RecordedReference, at_the_same_id, graph_state
 from helpers.course.models import BATCH, IN_FEATURES, make_model, own_term, shared_term
 from helpers.tools.graph import named_parameters
 

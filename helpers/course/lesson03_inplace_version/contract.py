@@ -17,8 +17,8 @@ import torch
 
 from helpers.course.exercises.engine.contract import Contract
 from helpers.course.exercises.engine.observe import World
+from helpers.course.exercises.engine.parts import RecordedReference, at_the_same_id
 from helpers.course.exercises.engine.situations import Axis, Situation
-from helpers.course.lesson01_graph_and_saved_tensors.engine_parts import RecordedReference, at_the_same_id
 from helpers.course.lesson03_inplace_version.optimizers import DecoupledSGD
 
 Make = Callable[..., torch.optim.Optimizer]

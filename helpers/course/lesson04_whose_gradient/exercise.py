@@ -106,7 +106,7 @@ def _diagnose(model: str, recorded: Grads, parts: Dict[str, List[torch.Tensor]],
     if abs(weights.get("the previous batch's gradient", 0)) > 1e-3:
         return (f"{model} was stepped with the gradient of the previous batch ({got}): your function remembers an "
                 "earlier call (a cache, a global, a default argument, a closure). Compute from the x1 and x2 it "
-                "is given, every time - a data loader may refill the same tensors.")
+                "is given, every time - a training loop may copy each batch into the same tensors.")
     problems = []
     if abs(weights[other]) > 1e-3:
         problems.append(f"{other} leaked into {model} (through the shared term): restrict {other}'s backward to "

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from helpers.course.exercises.engine.build import randn, refill_with, seeded
-from helpers.course.exercises.engine.contract import Contract, training_step
+from helpers.course.exercises.engine.contract import Contract, returns_nothing, training_step
 from helpers.course.exercises.engine.judge import prepare
 from helpers.course.exercises.engine.observe import World
 from helpers.course.exercises.engine.situations import FROZEN, GRADS, Axis, Situation, batch, calls, optimizers, shapes
@@ -111,5 +111,6 @@ CONTRACT = Contract(
     build=build,
     axes=AXES,
     may_change=training_step(("student", "teacher"), ("opt_student", "opt_teacher")),
+    returns=returns_nothing,
     generic_axes=False,  # applied in build: the mode axis is the student's alone
 )

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from helpers.course.exercises.engine.build import randn, refill_with
-from helpers.course.exercises.engine.contract import Contract, training_step
+from helpers.course.exercises.engine.contract import Contract, returns_nothing, training_step
 from helpers.course.exercises.engine.observe import World
 from helpers.course.exercises.engine.situations import (
     FROZEN,
@@ -96,4 +96,5 @@ CONTRACT = Contract(
     build=build,
     axes=AXES,
     may_change=training_step(("trunk", "head_a", "head_b"), ("opt_trunk", "opt_a", "opt_b")),
+    returns=returns_nothing,
 )

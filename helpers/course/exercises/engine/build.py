@@ -35,9 +35,9 @@ def randn(seed: int, *shape: int) -> torch.Tensor:
 
 def refill_with(tensors: Dict[str, torch.Tensor], make: Callable[[int], Dict[str, torch.Tensor]]) -> Callable[
         [int], None]:
-    """A ``World.refill``: call ``k`` copies ``make(k)``'s tensors into the same tensor objects, as a data loader
-    refilling one buffer does (an answer that keys a cache on the input tensors then sees new data under an old
-    key)."""
+    """A ``World.refill``: call ``k`` copies ``make(k)``'s tensors into the same tensor objects, as a loop that
+    copies each batch into one preallocated tensor does: an answer that keys a cache on the input tensors then sees
+    new data under an old key."""
     def refill(call: int) -> None:
         with torch.no_grad():
             for name, value in make(call).items():

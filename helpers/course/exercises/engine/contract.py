@@ -45,8 +45,14 @@ def returns_nothing(actual: Any, expected: Any) -> Optional[str]:
     """The return rule of a training step: None, as the reference returns."""
     if actual is None and expected is None:
         return None
-    name = type(actual).__name__
-    return f"returned {'an' if name[0].lower() in 'aeiou' else 'a'} {name}, where this step returns None (nothing)"
+    return f"returned {_a(type(actual).__name__)}, where this step returns None (nothing)"
+
+
+def _a(name: str) -> str:
+    """``a list``, ``an int``, ``None`` for NoneType."""
+    if name == "NoneType":
+        return "None"
+    return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
 
 
 def same_type_and_value(actual: Any, expected: Any, rtol: float, atol: float) -> Optional[str]:
@@ -54,14 +60,14 @@ def same_type_and_value(actual: Any, expected: Any, rtol: float, atol: float) ->
     the same shape and close values, containers element by element. None, or what differs."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
-            return f"returned {type(actual).__name__}, where the reference returns a tensor"
+            return f"returned {_a(type(actual).__name__)}, where the reference returns a tensor"
         if actual.shape != expected.shape:
             return f"returned a tensor of shape {list(actual.shape)}, where the reference's is {list(expected.shape)}"
         if not torch.allclose(actual.detach().float().cpu(), expected.detach().float().cpu(), rtol=rtol, atol=atol):
             return "returned a tensor whose values differ from the reference's"
         return None
     if type(actual) is not type(expected):
-        return f"returned a {type(actual).__name__}, where the reference returns a {type(expected).__name__}"
+        return f"returned {_a(type(actual).__name__)}, where the reference returns {_a(type(expected).__name__)}"
     if isinstance(expected, (tuple, list)):
         if len(actual) != len(expected):
             return f"returned {len(actual)} items, where the reference returns {len(expected)}"

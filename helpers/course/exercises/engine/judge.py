@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple
 
 import torch
+from torch import nn
 
 from helpers.course.exercises.engine.compare import Difference, differences
 from helpers.course.exercises.engine.contract import Contract
@@ -25,11 +26,20 @@ class Finding:
     count: int  # differences in all on that call
 
 
+def first_layer(module: nn.Module) -> List[nn.Parameter]:
+    """The parameters of the first submodule that holds any (a first Linear's weight and bias)."""
+    for sub in module.modules():
+        own = list(sub.parameters(recurse=False))
+        if own:
+            return own
+    return []
+
+
 def prepare(world: World, situation: Situation) -> None:
     """Apply the generic axes to the world's modules: frozen weights, eval mode, what ``.grad`` holds."""
     if situation.get("frozen"):
         frozen = world.freezable if world.freezable is not None else [
-            next(module.parameters()) for module in world.modules.values()]
+            param for module in world.modules.values() for param in first_layer(module)]
         for param in frozen:
             param.requires_grad_(False)
     if situation.get("mode") == "eval":

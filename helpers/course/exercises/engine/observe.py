@@ -32,10 +32,10 @@ class World:
         modules: the models by the names a learner knows them by (``M1``), observed parameter by parameter.
         optimizers: by name (``opt1``): settings and state, parameters named through ``modules``.
         inputs: data tensors, which a call must leave as they are.
-        refill: ``refill(call)`` writes call number ``call``'s data into the same input tensors (a data loader
-            reusing its buffers).
+        refill: ``refill(call)`` writes call number ``call``'s data into the same input tensors (a loop that copies
+            each batch into preallocated tensors).
         extra: other observed state, by name: ``observe() -> value`` (e.g. a GradScaler's scale).
-        freezable: the parameters the ``frozen`` axis freezes (default: the first parameter of every module).
+        freezable: the parameters the ``frozen`` axis freezes (default: each module's first layer, weight and bias).
     """
 
     args: tuple

@@ -41,7 +41,7 @@ def _tensor_words(what: str, difference: Difference, situation: Situation, axes:
         return f"{what} has shape {list(now.shape)}, where the reference's has {list(right.shape)}"
     if difference.key.kind != "return" and isinstance(was, torch.Tensor) and was.shape == now.shape and bool(
             torch.equal(was, now)):
-        return f"{what} is exactly as it was before your call, where the reference changes it: was it never stepped?"
+        return f"{what} is exactly as it was before your call, where the reference changes it: was it never stepped"
     factor = scale_factor(now, right)
     if factor is not None and difference.key.kind in ("grad", "return"):
         return f"{what} is {_factor_words(factor, situation, axes)}"
@@ -70,17 +70,19 @@ def explain(difference: Difference, situation: Situation, axes: Sequence[Axis]) 
     if key.kind == "requires_grad":
         frozen = " (frozen)" if not was else ""
         return (f"{_name(path + '.requires_grad')} came back {now}; it was handed to you {was}{frozen}. Leave "
-                "requires_grad as you found it: restrict a backward with inputs=, or detach a tensor")
+                "requires_grad as you found it: restrict a backward with inputs= (listing only parameters that "
+                "require grad), or detach a tensor; never unfreeze a frozen weight")
     if key.kind == "input":
-        return (f"the input {_name(path)} was changed (its values, requires_grad or .grad): inputs are data, read "
-                "them, never write them")
+        return (f"the input {_name(path)} was changed (its values, requires_grad or .grad), or written in place "
+                "(its version counter moved): inputs are data, read them, never write them")
     if key.kind == "global":
         return f"your function left {path} changed ({was} before, {now} after)"
     if key.kind == "settings":
         return f"{_name(path)}'s settings changed (learning rate, another hyperparameter, or its parameters)"
     if key.kind == "version":
         return (f"your function wrote into {_name(path)} in place (its version went from {was} to {now}), though "
-                "its values came out the same: a caller whose graph saved it would hit error 2")
+                "its values came out the same: any graph that saved this tensor (a layer saves its weight whenever "
+                "its input requires grad) would now raise error 2 at backward")
     if key.kind == "grad":
         if not difference.allowed:
             if was is None:

@@ -1,6 +1,6 @@
-"""Building blocks for contracts that the engine's ``build.py`` does not have (yet): a new object made where a freed
-one lived (an ``id()``-keyed cache then goes stale), the state of a graph's saved tensors as an observation, and a
-reference that records its answers so a wrong answer can be read as an earlier call's. Notebooks 01-03 use them."""
+"""Building blocks for contracts whose calls receive graphs or factories rather than models: a new object made where
+a freed one lived (an ``id()``-keyed cache then goes stale), the state of a graph's saved tensors as an observation,
+and a reference that records its answers so a wrong answer can be read as an earlier call's (notebooks 01-03)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, TypeVar
