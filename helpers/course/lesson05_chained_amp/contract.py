@@ -102,7 +102,9 @@ AXES: tuple = (
     Axis("clip", CLIPS, _CLIP_WORDS.__getitem__, "max_norm below, between and above the modules' gradient norms"),
     Axis("overflow", OVERFLOWS, lambda when: "no overflow" if when == "none" else f"an inf in tenc's gradient on the "
          f"{when} call", "an inf in tenc's gradient on the first or the last call"),
-    GRADS,
+    # filled first: Adam's first step hardly depends on the gradient's size, so a gradient left in .grad shows under
+    # the optimizer axis's SGD with momentum only when .grad was filled there too
+    Axis("grads", ("filled", "none", "zero"), GRADS.describe, GRADS.tried),
     MODE,
     Axis("frozen", FROZEN.values, lambda frozen: "tenc's first layer frozen (requires_grad=False)" if frozen
          else "no frozen weights", "tenc's first layer frozen"),

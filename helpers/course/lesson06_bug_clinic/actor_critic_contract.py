@@ -16,7 +16,6 @@ from helpers.course.lesson06_bug_clinic.actor_critic import BATCH, N_ACTIONS, ST
 from helpers.course.lesson06_bug_clinic.step_contract import (
     COMPARED_AFTER,
     OPTIMIZERS_TRIED,
-    kind,
     make_optimizer,
 )
 from helpers.course.seeds import fresh
@@ -29,8 +28,8 @@ MODELS = {  # name -> ActorCritic's sizes
     "a wider trunk and 5 actions": {"hidden": 32, "n_actions": 5},
 }
 
-OPTIMIZERS = tuple(tuple(kind(name) for name in kinds) for kinds in (
-    ("SGD", "SGD", "SGD"), ("fused Adam", "SGD with momentum", "AdamW"), ("AdamW", "Adam", "SGD with weight decay")))
+OPTIMIZERS = (  # fused where this torch has it (make_optimizer)
+    ("SGD", "SGD", "SGD"), ("fused Adam", "SGD with momentum", "AdamW"), ("AdamW", "Adam", "SGD with weight decay"))
 
 COEFFICIENTS = ((0.5, 0.05), (2.0, 0.1), (0.25, 0.2))  # (value_coef, entropy_coef)
 

@@ -17,7 +17,6 @@ from helpers.course.lesson06_bug_clinic.mutual_learning import BATCH, CLASSES, H
 from helpers.course.lesson06_bug_clinic.step_contract import (
     COMPARED_AFTER,
     OPTIMIZERS_TRIED,
-    kind,
     make_optimizer,
 )
 from helpers.course.seeds import fresh
@@ -29,8 +28,8 @@ MODELS = {  # name -> (classes, each peer's hidden widths, cycled over the peers
     "peers of other widths and depths, 5 classes": (5, ((HIDDEN,), (32, 16), (8,))),
 }
 
-OPTIMIZERS = tuple(tuple(kind(name) for name in kinds) for kinds in (  # cycled over the peers
-    ("SGD",), ("fused Adam", "AdamW"), ("AdamW", "SGD with momentum", "Adam"), ("SGD with weight decay", "Adam")))
+OPTIMIZERS = (  # cycled over the peers; fused where this torch has it (make_optimizer)
+    ("SGD",), ("fused Adam", "AdamW"), ("AdamW", "SGD with momentum", "Adam"), ("SGD with weight decay", "Adam"))
 
 AXES: tuple = (
     batch(BATCH, 1, 5, 32),

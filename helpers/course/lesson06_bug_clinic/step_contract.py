@@ -20,11 +20,6 @@ COMPARED_AFTER = TRAINING_STEP_TRIED
 OPTIMIZERS_TRIED = "SGD (with momentum, with weight decay), Adam, AdamW and fused Adam"
 
 
-def kind(name: str) -> str:
-    """``name``, or its unfused optimizer where this torch has no fused one (so a diagnosis names what ran)."""
-    return name if name in _MORE_KINDS else step_watch.available(name)
-
-
 def make_optimizer(name: str, params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
     """An optimizer of kind ``name``: one of ``step_watch.optimizer_kinds()``, or "SGD with weight decay"."""
     make = _MORE_KINDS.get(name) or step_watch.kind(name)

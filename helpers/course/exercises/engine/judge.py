@@ -145,7 +145,8 @@ def diagnosis(finding: Finding, situation: Situation, contract: Contract) -> str
     when = calls_words(finding.call, finding.calls)
     text = explain(finding.difference, situation, contract.axes)
     more = f" ({finding.count - 1} other difference{'s' if finding.count > 2 else ''} too)" if finding.count > 1 else ""
-    return f"{where}{', ' + when if when else ''}: {text}.{more}"
+    end = "" if text.endswith((".", "?", "!")) else "."
+    return f"{where}{', ' + when if when else ''}: {text}{end}{more}"
 
 
 def situations_tried(contract: Contract) -> int:

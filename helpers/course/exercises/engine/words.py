@@ -41,7 +41,7 @@ def _tensor_words(what: str, difference: Difference, situation: Situation, axes:
         return f"{what} has shape {list(now.shape)}, where the reference's has {list(right.shape)}"
     if difference.key.kind != "return" and isinstance(was, torch.Tensor) and was.shape == now.shape and bool(
             torch.equal(was, now)):
-        return f"{what} is exactly as it was before your call, where the reference changes it: was it never stepped"
+        return f"{what} is exactly as it was before your call, where the reference changes it: was it never stepped?"
     factor = scale_factor(now, right)
     if factor is not None and difference.key.kind in ("grad", "return"):
         return f"{what} is {_factor_words(factor, situation, axes)}"
