@@ -39,6 +39,15 @@ def _modules_of(arguments: str) -> str:
             "if isinstance(m, torch.nn.Module)]")
 
 
+def _parameters_of(arguments: str) -> str:
+    """Source of an expression: every parameter among the arguments: of their modules, and in lists, tuples and
+    dicts (``named_params``) among them."""
+    return (f"[p for a in {arguments} for m in (list(a.values()) if isinstance(a, dict) else a "
+            "if isinstance(a, (list, tuple)) else [a]) "
+            "for p in (m.parameters() if isinstance(m, torch.nn.Module) else [m] "
+            "if isinstance(m, torch.nn.Parameter) else [])]")
+
+
 def _optimizers_of(arguments: str) -> str:
     return (f"[o for a in {arguments} for o in (a if isinstance(a, (list, tuple)) else [a]) "
             "if isinstance(o, torch.optim.Optimizer)]")
@@ -79,10 +88,15 @@ def fixed_batch_size(tree: ast.Module, name: str) -> bool:
 def _prepend(code: str) -> Callable[[ast.Module, str], bool]:
     def operator(tree: ast.Module, name: str) -> bool:
         function = _function(tree, name)
-        function.body[_docstring_end(function):0] = _statements(code.format(modules=_modules_of(
-            _arguments(function)), optimizers=_optimizers_of(_arguments(function))))
+        function.body[_docstring_end(function):0] = _statements(code.format(**_sources(function)))
         return True
     return operator
+
+
+def _sources(function: ast.FunctionDef) -> Dict[str, str]:
+    arguments = _arguments(function)
+    return {"modules": _modules_of(arguments), "optimizers": _optimizers_of(arguments),
+            "parameters": _parameters_of(arguments)}
 
 
 def _docstring_end(function: ast.FunctionDef) -> int:
@@ -104,8 +118,7 @@ def _append(code: str) -> Callable[[ast.Module, str], bool]:
     """Run ``code`` before every return, and at the end of the body."""
     def operator(tree: ast.Module, name: str) -> bool:
         function = _function(tree, name)
-        text = code.format(modules=_modules_of(_arguments(function)), optimizers=_optimizers_of(
-            _arguments(function)))
+        text = code.format(**_sources(function))
         _BeforeReturns(text).visit(function)
         if not isinstance(function.body[-1], ast.Return):
             function.body.extend(_statements(text))
@@ -198,10 +211,8 @@ OPERATORS: Dict[str, Callable[[ast.Module, str], bool]] = {
     ".train() added": _prepend("for _m in {modules}:\n    _m.train()"),
     ".eval() added": _prepend("for _m in {modules}:\n    _m.eval()"),
     ".grad restored as zeros": _append(
-        "for _m in {modules}:\n    for _p in _m.parameters():\n        if _p.grad is None:\n"
-        "            _p.grad = torch.zeros_like(_p)"),
-    "requires_grad_(True) forced": _prepend(
-        "for _m in {modules}:\n    for _p in _m.parameters():\n        _p.requires_grad_(True)"),
+        "for _p in {parameters}:\n    if _p.grad is None:\n        _p.grad = torch.zeros_like(_p)"),
+    "requires_grad_(True) forced": _prepend("for _p in {parameters}:\n    _p.requires_grad_(True)"),
     "gradients zeroed at the end": zero_grad_at_the_end,
     "a cache keyed on an argument": cached_on_first_argument,
     "a walk with a depth limit": loop_cut_short,

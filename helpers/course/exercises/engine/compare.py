@@ -76,8 +76,8 @@ def differences(contract: Contract, before: Mapping[Key, Any], learner: Mapping[
             continue
         if contract.allows(key):
             cleared = now is None or (isinstance(now, torch.Tensor) and not bool(now.any()))
-            if cleared and contract.may_be_cleared(key):
-                continue
+            if cleared and isinstance(right, torch.Tensor) and contract.may_be_cleared(key):
+                continue  # tidied up after the step; but zeros where the reference leaves None are a gradient
             if key.kind != "version" and not nearly_equal(now, right, rtol, atol):
                 found.append(Difference(key, was, now, right, True))
             continue

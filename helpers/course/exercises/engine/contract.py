@@ -20,7 +20,8 @@ class Change:
     """What a call may change: the keys whose path matches ``path`` (fnmatch: ``M1.*``) and whose kind is in
     ``kinds`` (some of ``CHANGEABLE``). With ``grad_may_be_cleared``, a ``.grad`` may also come back cleared (None
     or zeros) where the reference leaves the gradient it stepped with: a step that tidies up with ``zero_grad()``
-    after ``step()`` is right."""
+    after ``step()`` is right. Where the reference leaves None, zeros are not: an optimizer reads them as a gradient
+    (weight decay and momentum move the weight)."""
 
     path: str
     kinds: Tuple[str, ...] = CHANGEABLE
@@ -31,7 +32,7 @@ class Change:
 
 
 TRAINING_STEP_TRIED = ("each `.grad` is compared after the call: the gradient its optimizer stepped with, or cleared "
-                       "(None or zeros); the step returns nothing")
+                       "(None, or zeros where there was a gradient); the step returns nothing")
 
 
 def training_step(modules: Tuple[str, ...], optimizers: Tuple[str, ...]) -> Tuple[Change, ...]:
