@@ -1,11 +1,11 @@
-"""helpers.course.exercises.step_watch and twins: watched optimizers record what each step was given, of any kind,
+"""helpers.course.exercises.engine.step_watch and twins: watched optimizers record what each step was given, of any kind,
 a twin replays each step to prove it was the optimizer's own, and a snapshot names every change a step must not
 make."""
 import pytest
 import torch
 from torch import nn
 
-from helpers.course.exercises import step_watch, twins
+from helpers.course.exercises.engine import step_watch, twins
 
 
 def _model():

@@ -11,11 +11,11 @@ from helpers.course.exercises.compare import (
     max_difference,
     scale_factor,
 )
+from helpers.course.exercises.engine.step_watch import Snapshot, changed, fill_in_place, snapshot
+from helpers.course.exercises.engine.untouched import grad_change, held_grads, put_grads, settings, settings_change
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed
-from helpers.course.exercises.step_watch import Snapshot, changed, fill_in_place, snapshot
-from helpers.course.exercises.untouched import grad_change, held_grads, put_grads, settings, settings_change
 from helpers.course.lesson00_start_here.contract import CONTRACT
 from helpers.course.models import BATCH, make_model, make_regression_batch
 

@@ -5,11 +5,11 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 
+from helpers.course.exercises.engine.step_watch import Snapshot, changed, snapshot
+from helpers.course.exercises.engine.untouched import grad_change, settings, settings_change
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import LearnerError, run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed
-from helpers.course.exercises.step_watch import Snapshot, changed, snapshot
-from helpers.course.exercises.untouched import grad_change, settings, settings_change
 from helpers.course.lesson01_graph_and_saved_tensors.contract import CONTRACT
 from helpers.course.models import (
     make_inputs,

@@ -6,11 +6,11 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import torch
 
 from helpers.course.exercises.compare import same_gradients
+from helpers.course.exercises.engine.step_watch import changed, fill_in_place, snapshot
+from helpers.course.exercises.engine.untouched import grad_change, put_grads, settings, settings_change
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import LearnerError, run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed
-from helpers.course.exercises.step_watch import changed, fill_in_place, snapshot
-from helpers.course.exercises.untouched import grad_change, put_grads, settings, settings_change
 from helpers.course.lesson02_backward_twice.contract import CONTRACT
 from helpers.course.models import make_inputs, make_two_models, two_losses
 from helpers.tools import count_states, named_parameters, saved_tensors

@@ -6,10 +6,10 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import torch
 
+from helpers.course.exercises.engine.untouched import settings, settings_change
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed
-from helpers.course.exercises.untouched import settings, settings_change
 from helpers.course.lesson03_inplace_version.contract import CONTRACT
 from helpers.course.lesson03_inplace_version.optimizers import DecoupledSGD
 

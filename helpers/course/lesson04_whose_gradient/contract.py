@@ -14,7 +14,7 @@ from helpers.course.exercises.engine.build import mlp, randn, refill_with, seede
 from helpers.course.exercises.engine.contract import TRAINING_STEP_TRIED, Contract, returns_nothing, training_step
 from helpers.course.exercises.engine.observe import World
 from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls, shapes
-from helpers.course.exercises.step_watch import optimizer_kinds
+from helpers.course.exercises.engine.step_watch import optimizer_kinds
 from helpers.course.models import BATCH, HIDDEN, IN_FEATURES, own_term, shared_term
 
 Losses = Callable[[torch.Tensor, torch.Tensor], Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]

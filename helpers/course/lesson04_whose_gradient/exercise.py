@@ -16,10 +16,7 @@ import torch
 from torch import nn
 
 from helpers.course.exercises.compare import as_combination, describe_combination, same_gradients
-from helpers.course.exercises.exercise import Exercise
-from helpers.course.exercises.guard import run_step
-from helpers.course.exercises.result import CheckResult, failed, passed
-from helpers.course.exercises.step_watch import (
+from helpers.course.exercises.engine.step_watch import (
     calls_in,
     changed,
     fill_in_place,
@@ -28,7 +25,10 @@ from helpers.course.exercises.step_watch import (
     snapshot,
     watch,
 )
-from helpers.course.exercises.untouched import settings, settings_change
+from helpers.course.exercises.engine.untouched import settings, settings_change
+from helpers.course.exercises.exercise import Exercise
+from helpers.course.exercises.guard import run_step
+from helpers.course.exercises.result import CheckResult, failed, passed
 from helpers.course.lesson04_whose_gradient.contract import CONTRACT, Losses, asymmetric_losses, course_losses
 from helpers.course.models import make_inputs, make_two_models
 from helpers.tools.gradients import gradients_of

@@ -24,11 +24,11 @@ from torch import nn
 
 from helpers.course.device import pick_device
 from helpers.course.exercises.compare import as_combination, describe_combination, near_gradients
+from helpers.course.exercises.engine.step_watch import changed, fill_in_place, snapshot
+from helpers.course.exercises.engine.untouched import settings, settings_change
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import run_step
 from helpers.course.exercises.result import CheckResult, failed, passed
-from helpers.course.exercises.step_watch import changed, fill_in_place, snapshot
-from helpers.course.exercises.untouched import settings, settings_change
 from helpers.course.lesson05_chained_amp.chain import (
     chain_losses,
     fused_adamw_supported,

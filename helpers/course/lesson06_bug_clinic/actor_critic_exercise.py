@@ -29,8 +29,8 @@ from typing import Any, Callable, Dict, List, Optional, Set
 
 import torch
 
-from helpers.course.exercises import step_watch
 from helpers.course.exercises.compare import same_gradients
+from helpers.course.exercises.engine import step_watch
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import run_step
 from helpers.course.exercises.result import CheckResult, failed, passed

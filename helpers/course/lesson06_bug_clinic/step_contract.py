@@ -11,7 +11,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from helpers.course.exercises import step_watch
+from helpers.course.exercises.engine import step_watch
 from helpers.course.exercises.engine.contract import TRAINING_STEP_TRIED
 
 _MORE_KINDS = {"SGD with weight decay": lambda params: torch.optim.SGD(params, lr=0.1, weight_decay=0.01)}

@@ -19,7 +19,7 @@ from helpers.course.exercises.engine.contract import Contract, returns_nothing, 
 from helpers.course.exercises.engine.judge import prepare
 from helpers.course.exercises.engine.observe import World
 from helpers.course.exercises.engine.situations import FROZEN, GRADS, Axis, Situation, batch, calls, optimizers, shapes
-from helpers.course.exercises.step_watch import kind
+from helpers.course.exercises.engine.step_watch import kind
 from helpers.course.lesson07_bug_clinic_continued.distillation import (
     ALPHA,
     BATCH,

@@ -10,8 +10,8 @@ step started from. Modes and requires_grad flags stay as handed over.
 
 The checker runs three runs of three consecutive steps, each run with fresh models, its own temperature and alpha
 and its own optimizer kinds (SGD, SGD with momentum, Adam, AdamW fused where supported), a new batch every step. It
-records the gradient each optimizer is stepped with (``helpers.course.exercises.step_watch``), replays every step on
-a twin optimizer (``helpers.course.exercises.twins``), and compares with plain torch. A wrong gradient is taken
+records the gradient each optimizer is stepped with (``helpers.course.exercises.engine.step_watch``), replays every step on
+a twin optimizer (``helpers.course.exercises.engine.twins``), and compares with plain torch. A wrong gradient is taken
 apart into known terms: the teacher's as ``a * grad CE + b * grad(soft term)`` (b != 0: its logits were not
 detached), the student's as ``a * (soft-term gradient) + b * (cross-entropy gradient)`` for the right soft term and
 for the usual wrong ones.
@@ -25,12 +25,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.course.exercises import step_watch
 from helpers.course.exercises.compare import added, close, same_gradients
+from helpers.course.exercises.engine import step_watch
+from helpers.course.exercises.engine.twins import TwinOptimizer, copy_module, weights
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import run_step
 from helpers.course.exercises.result import CheckResult, failed, passed
-from helpers.course.exercises.twins import TwinOptimizer, copy_module, weights
 from helpers.course.lesson07_bug_clinic_continued.distillation import (
     CLASSES,
     make_batch,

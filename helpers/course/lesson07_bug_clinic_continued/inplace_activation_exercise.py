@@ -18,7 +18,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 from torch import nn
 
-from helpers.course.exercises import step_watch
 from helpers.course.exercises.compare import (
     close,
     describe_value,
@@ -27,6 +26,7 @@ from helpers.course.exercises.compare import (
     same_gradients,
     scale_factor,
 )
+from helpers.course.exercises.engine import step_watch
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed

@@ -23,7 +23,7 @@ from helpers.course.exercises.engine.situations import (
     optimizers,
     shapes,
 )
-from helpers.course.exercises.step_watch import kind
+from helpers.course.exercises.engine.step_watch import kind
 from helpers.course.lesson07_bug_clinic_continued.multitask import BATCH, IN_FEATURES, make_batch, make_multitask_model
 
 NOTEBOOK_MODELS = "the notebook's models"

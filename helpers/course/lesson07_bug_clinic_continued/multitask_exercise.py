@@ -9,8 +9,8 @@ weight_b * grad loss_b``, head A ``weight_a * grad loss_a`` and head B ``weight_
 
 The checker runs three runs of three consecutive steps, each with fresh models, its own task weights and its own
 optimizer kinds (SGD, SGD with momentum, Adam, AdamW fused where supported), a new batch every step. It records the
-gradient each optimizer is stepped with (``helpers.course.exercises.step_watch``), replays every step on a twin
-optimizer (``helpers.course.exercises.twins``), and compares with plain torch; a wrong trunk gradient is taken
+gradient each optimizer is stepped with (``helpers.course.exercises.engine.step_watch``), replays every step on a twin
+optimizer (``helpers.course.exercises.engine.twins``), and compares with plain torch; a wrong trunk gradient is taken
 apart as ``alpha * grad loss_a + beta * grad loss_b``, a wrong head gradient as a multiple of its task's.
 """
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-from helpers.course.exercises import step_watch
 from helpers.course.exercises.compare import added, close, flattened, same_gradients, scale_factor
+from helpers.course.exercises.engine import step_watch
+from helpers.course.exercises.engine.twins import TwinOptimizer, copy_module, weights
 from helpers.course.exercises.exercise import Exercise
 from helpers.course.exercises.guard import run_step
 from helpers.course.exercises.result import CheckResult, failed, passed
-from helpers.course.exercises.twins import TwinOptimizer, copy_module, weights
 from helpers.course.lesson07_bug_clinic_continued.multitask import (
     make_batch,
     make_multitask_model,

@@ -17,7 +17,7 @@ from helpers.course.exercises.engine.contract import TRAINING_STEP_TRIED, Contra
 from helpers.course.exercises.engine.judge import judge
 from helpers.course.exercises.engine.observe import World
 from helpers.course.exercises.engine.situations import GRADS, MODE, Situation, batch, calls, optimizers
-from helpers.course.exercises.step_watch import kind
+from helpers.course.exercises.engine.step_watch import kind
 from helpers.course.lesson08_past_one_machine.replicas import rank_device, wrap
 from helpers.course.models import BATCH, HIDDEN, IN_FEATURES
 

@@ -16,7 +16,7 @@ from typing import Iterable, List, Optional, Sequence
 import torch
 from torch import nn
 
-from helpers.course.exercises.step_watch import MakeOptimizer, StepCall, where_moved
+from helpers.course.exercises.engine.step_watch import MakeOptimizer, StepCall, where_moved
 from helpers.tools.gradients import close
 
 

@@ -16,7 +16,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-from helpers.course.exercises.untouched import held_grads
+from helpers.course.exercises.engine.untouched import held_grads
 from helpers.tools.gradients import same_gradients
 
 Gradients = List[Optional[torch.Tensor]]
