@@ -7,8 +7,7 @@ growth tracker; nothing else.
 An overflow is made by a hook on tenc's last weight that writes an inf into its (scaled) gradient on a chosen call,
 as a float16 overflow would: the right step then leaves tenc and its optimizer as they were, steps unet, and the scale
 shrinks. ``clip_grad_norm_`` turns that inf into NaN (inf x 0), in the reference as in every right answer; the
-engine compares NaN as unequal to itself, so the scaler's ``update()`` sets those NaN to 0 after the call's last
-step, on that call only.
+engine counts NaN where the reference has NaN as equal.
 
 bfloat16 keeps 8 bits of mantissa, so two right answers that add the two losses' gradients in another order differ in
 the last of them. The settings keep that round-off from growing over consecutive calls: small learning rates, Adam's
@@ -19,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Callable, Dict, Tuple
+from typing import Callable, Dict, Tuple
 
 import torch
 from torch import nn
@@ -115,24 +114,6 @@ AXES: tuple = (
 )
 
 
-class OverflowScaler(torch.amp.GradScaler):
-    """A GradScaler whose ``update()`` also sets to 0 the NaN that clipping left in tenc's gradient, on the call
-    whose gradient overflowed (``overflowed()`` says whether this is that call)."""
-
-    def __init__(self, device: str, init_scale: float, growth_interval: int, tenc: nn.Module,
-                 overflowed: Callable[[], bool]) -> None:
-        super().__init__(device, init_scale=init_scale, growth_interval=growth_interval)
-        self._tenc, self._overflowed = tenc, overflowed
-
-    def update(self, new_scale: Any = None) -> None:
-        super().update(new_scale)
-        if self._overflowed():
-            with torch.no_grad():
-                for param in self._tenc.parameters():
-                    if param.grad is not None:
-                        param.grad.masked_fill_(param.grad.isnan(), 0.0)
-
-
 def _norms(tenc: nn.Module, unet: nn.Module, x: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> Tuple[
         float, float]:
     """The unclipped gradient norms the step should have: tenc's of loss_tenc, unet's of loss_tenc + loss_unet."""
@@ -188,7 +169,7 @@ def build(situation: Situation) -> World:
 
     tenc[-1].weight.register_hook(overflow)
     init_scale, growth_interval = SCALERS[situation["scaler"]]
-    scaler = OverflowScaler(device.type, init_scale, growth_interval, tenc, overflowing)
+    scaler = torch.amp.GradScaler(device.type, init_scale=init_scale, growth_interval=growth_interval)
     refill_data = refill_with(data, batch_for)
 
     def refill(call: int) -> None:

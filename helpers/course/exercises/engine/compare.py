@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping
 
 import torch
 
@@ -89,8 +89,3 @@ def differences(contract: Contract, before: Mapping[Key, Any], learner: Mapping[
         key.path for key in keys if key.kind == "value" and contract.allows(key)}
     found = [d for d in found if not (d.key.kind == "version" and d.key.path in moved)]  # the value says more
     return sorted(found, key=lambda d: (d.allowed, PRIORITY.index(d.key.kind)))
-
-
-def first_by_kind(found: List[Difference]) -> Tuple[Difference, int]:
-    """The difference a diagnosis leads with, and how many there are in all."""
-    return found[0], len(found)

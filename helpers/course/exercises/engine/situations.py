@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, Sequence, Tuple
 
 from helpers.course.seeds import fresh
 
@@ -124,5 +124,3 @@ def tried_line(axes: Sequence[Axis], extra: Sequence[str] = ()) -> str:
     """The one line an exercise's text carries: what its check varies."""
     return "**What the check tries:** " + "; ".join([axis.tried for axis in axes] + list(extra)) + "."
 
-
-Values = Dict[str, Any]

@@ -234,8 +234,8 @@ def changed(before: Snapshot, tensors: Mapping[str, torch.Tensor], modules: Mapp
 
 
 def fill_in_place(targets: Sequence[torch.Tensor], values: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, ...]:
-    """Copy each new value into the same tensor object, as a loop that copies each batch into one preallocated tensor does: an answer
-    that keys a cache on the input tensors' identity then sees new data under an old key."""
+    """Copy each new value into the same tensor object, as a loop that copies each batch into one preallocated
+    tensor does: an answer that keys a cache on the input tensors' identity then sees new data under an old key."""
     with torch.no_grad():
         for target, value in zip(targets, values):
             target.copy_(value)
