@@ -16,7 +16,6 @@ from torch import nn
 from helpers.course.lesson08_past_one_machine.chained import chained_gradients
 from helpers.course.lesson08_past_one_machine.replicas import Gradients, flat_weights, named_grads, rank_device, wrap
 from helpers.course.models import BATCH, make_inputs, make_two_models, own_term, shared_term, two_losses
-from helpers.tools.ddp_watch import ReductionWatch
 
 
 def _seed_fix(m1: nn.Module, m2: nn.Module, o1: torch.Tensor, o2: torch.Tensor) -> None:
@@ -128,25 +127,13 @@ def every_recipe_drift(rank: int, world_size: int, steps: int = 4, seed: int = 0
     return {name: recipe_drift(rank, world_size, name, steps, seed) for name in RECIPES}
 
 
-def watched(rank: int, world_size: int, seed: int = 0) -> Dict[str, Dict[str, object]]:
-    """On one rank: each recipe once more, watched by ``helpers.tools.ReductionWatch``; per recipe its ``"report"``
-    and its ``"unreduced"`` (parameter, how) pairs."""
-    x1, x2 = (x.chunk(world_size)[rank].to(rank_device(rank)) for x in global_batch(seed, world_size))
-    reports = {}
-    for name, recipe in RECIPES.items():
-        m1, m2 = make_two_models(seed)
-        d1, d2 = wrap(m1, rank), wrap(m2, rank)
-        watch = ReductionWatch(M1=d1, M2=d2)
-        recipe(d1, d2, d1(x1), d2(x2))
-        reports[name] = {"report": watch.report(), "unreduced": [(u.parameter, u.how) for u in watch.unreduced()]}
-        watch.remove()
-    return reports
-
-
 def measure_everything(rank: int, world_size: int, seed: int = 0, steps: int = 4) -> Dict[str, object]:
     """One process group for the notebook's measurements: ``"grads"`` (``recipe_gradients``), ``"shard"``
     (``shard_gradients``), ``"weights"`` (``every_recipe_drift``), ``"watched"`` (``watched``) and ``"chained"``
     (``chained.chained_gradients``)."""
+    from helpers.course.lesson08_past_one_machine import watched  # it imports this module
+
     return {"grads": recipe_gradients(rank, world_size, seed), "shard": shard_gradients(rank, world_size, seed),
-            "weights": every_recipe_drift(rank, world_size, steps, seed), "watched": watched(rank, world_size, seed),
+            "weights": every_recipe_drift(rank, world_size, steps, seed),
+            "watched": watched.watched(rank, world_size, seed),
             "chained": chained_gradients(rank, world_size, seed)}
