@@ -1,52 +1,135 @@
-"""Tell when a ``DistributedDataParallel`` model gets a gradient that DDP will not average across the processes.
+"""Tell which gradients of ``DistributedDataParallel`` models DDP did not average, and whether a step used them.
 
-DDP averages a parameter's gradient during the first backward after a forward through the DDP wrapper, from a hook
-that fires when the gradient is accumulated into ``.grad``. Three ways around that hook leave each process with its
-own gradient, so the replicas drift apart with nothing raised:
+How DDP averages (its design note, "Internal Design"): a forward through the DDP wrapper prepares the wrapper's
+*reducer* for one backward. A hook on each parameter's gradient accumulator marks the parameter ready; when all of
+a bucket's parameters are ready the bucket is all-reduced, and when **all** of the wrapper's buckets are ready, at
+the end of that backward, the averages are written into ``.grad``. So, per wrapper and per forward:
 
-- a second backward into the same parameters after that first one (``l1.backward(retain_graph=True); l2.backward()``);
-- ``torch.autograd.grad`` on the parameters (it never accumulates into ``.grad``, so the hook never fires);
-- a forward through ``ddp_model.module``, which skips the wrapper that arms the hook.
+- a gradient that arrives before the wrapper has finished, into a parameter already marked, makes DDP raise
+  ("Expected to mark a variable ready only once");
+- one that arrives after it has finished (a second backward, such as ``l1.backward(retain_graph=True);
+  l2.backward()``) is not averaged, and nothing is raised;
+- a step between two backward passes of one wrapper (``l1.backward(inputs=M1)``, ``opt1.step()``,
+  ``l2.backward(inputs=M2)``) uses M1's gradient before DDP averaged it, though the average arrives later;
+- ``torch.autograd.grad`` never accumulates into ``.grad``, and a forward through ``ddp_model.module`` prepares no
+  reduction: neither is averaged.
 
-``ReductionWatch`` sees each of them on the process it runs in, as it happens::
+``ReductionWatch`` follows, on the process it runs in, the forwards through each wrapper, every gradient computed
+and accumulated, each reduction it completes, and every optimizer step (a global step hook)::
 
     watch = ReductionWatch(generator=ddp_g, discriminator=ddp_d)
-    ...                                   # your forward and backward passes
-    print(watch.report())                 # before (or after) optimizer.step(): what DDP did not average
+    ...                                   # your forward passes, backward passes and steps
+    print(watch.report())                 # what DDP did not average, and whether a step used it
 
+It only adds hooks (``remove()`` takes them off). Where it cannot follow DDP (``static_graph=True``, a wrapper
+that delays every all-reduce, a forward that ran before the watch began), its report says so rather than guess.
 ``replicas_differ`` checks the result instead: called on every process (it is a collective), it names the
-parameters whose ``.grad`` is not the same on all of them.
+parameters whose value or ``.grad`` is not the same on all of them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Set
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+SECOND_BACKWARD = "a backward after DDP had averaged this wrapper's gradients for its last forward (a second backward)"
+THROUGH_MODULE = "a backward from a forward through .module, which skipped the DDP wrapper"
+AUTOGRAD_GRAD = "torch.autograd.grad: computed, never accumulated into .grad, so DDP's hook never saw it"
+SET_BY_HAND = "a .grad that no backward accumulated (set by hand, e.g. from torch.autograd.grad): DDP never saw it"
+UNDER_NO_SYNC = "a backward under no_sync(), stepped before a synchronised backward averaged it"
+NOT_YET = "a step before DDP had averaged it ({wrapper} still waited for {missing})"
+BEFORE_WATCH = "a backward whose forward ran before the watch began: the watch cannot see whether DDP averaged it"
 
-@dataclass
-class _ParameterState:
-    armed: bool = False           # a forward through the DDP wrapper prepared a reduction not yet used
-    local_only: bool = False      # that forward ran under no_sync(): its backward is meant to stay local
-    reduced: bool = False         # this iteration's gradient was already averaged
-    computed: int = 0             # gradients computed for it (backward and autograd.grad)
-    accumulated: int = 0          # gradients accumulated into .grad (backward only)
+STEPPED, HELD, CLEARED = "stepped", "held", "cleared"
 
 
 @dataclass(frozen=True)
 class Unreduced:
-    """One gradient DDP did not average: which parameter, and how it arrived."""
+    """One gradient DDP did not average: which parameter, how it arrived, and what became of it.
+
+    ``fate``: ``"stepped"`` (an optimizer step used it), ``"held"`` (still in ``.grad``: a step now would use it) or
+    ``"cleared"`` (its ``.grad`` was set to None or zero before any step used it).
+    """
 
     parameter: str
     how: str
+    fate: str = HELD
+
+
+@dataclass
+class _Parameter:
+    name: str
+    wrapper: str
+    computed: int = 0                        # gradients computed for it since its wrapper's last forward
+    accumulated: int = 0                     # of those, accumulated into .grad (autograd.grad never does)
+    grad_seen: Optional[weakref.ref] = None  # the .grad tensor the last accumulation left
+    local: Dict[str, Optional[weakref.ref]] = field(default_factory=dict)  # how -> the .grad it went into
+    stepped: Set[str] = field(default_factory=set)
+    cleared: Set[str] = field(default_factory=set)                         # hows whose .grad was cleared
+
+
+@dataclass
+class _Wrapper:
+    name: str
+    model: DistributedDataParallel
+    parameters: Dict[int, _Parameter]        # id(parameter) -> its state
+    cannot_see: Optional[str] = None
+    entering: bool = False                   # its pre-hook ran; the module's own is next
+    last_forward: Optional[str] = None       # "wrapper", "no_sync" or "module"
+    expecting: bool = False                  # a reduction is prepared and not finished
+    expected: Set[int] = field(default_factory=set)
+    marked: Set[int] = field(default_factory=set)
+    reductions: int = 0
+
+
+def _reducer_parameters(model: DistributedDataParallel) -> Dict[str, nn.Parameter]:
+    """The parameters DDP's reducer averages: those that require grad and are not ignored, by name."""
+    ignored = getattr(model, "parameters_to_ignore", set())
+    return {name: p for name, p in model.module.named_parameters() if p.requires_grad and name not in ignored}
+
+
+def _reached_leaves(output: Any) -> Set[int]:
+    """``id`` of every leaf tensor the autograd graph of ``output`` (tensors in any nesting) leads to."""
+    roots = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
+    seen, reached = set(), set()
+    while roots:
+        node = roots.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            reached.add(id(variable))
+        roots.extend(next_node for next_node, _ in node.next_functions)
+    return reached
+
+
+def _tensors(value: Any) -> List[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    return []
+
+
+def _why_it_cannot_see(model: DistributedDataParallel) -> Optional[str]:
+    if getattr(model, "static_graph", False):
+        return "static_graph=True: DDP decides from its first iteration which gradients to wait for"
+    if getattr(model, "_delay_all_reduce_all_params", False) or getattr(model, "_use_python_reducer", False):
+        return "this wrapper reduces outside the reducer the watch follows"
+    return None
 
 
 class ReductionWatch:
-    """Hooks on DDP models that record every gradient DDP will not average (see the module's docstring).
+    """Hooks on DDP models that record every gradient DDP did not average, and every step that used one.
 
     Args:
         **models: name -> a ``DistributedDataParallel`` model (names keep clashing parameter names apart).
@@ -57,102 +140,234 @@ class ReductionWatch:
             if not isinstance(model, DistributedDataParallel):
                 raise TypeError(f"{name} is a {type(model).__name__}, not a DistributedDataParallel model")
         self.models = dict(models)
-        self.problems: List[Unreduced] = []
-        self._states: Dict[str, _ParameterState] = {}
+        self._wrappers: Dict[str, _Wrapper] = {}
+        self._owner: Dict[int, _Wrapper] = {}
+        self._tensors: Dict[int, torch.Tensor] = {}
         self._handles: List[Any] = []
         for label, model in self.models.items():
-            names = [f"{label}.{name}" for name, p in model.module.named_parameters() if p.requires_grad]
-            self._handles.append(model.register_forward_pre_hook(self._forward_hook(names, model)))
-            for name, parameter in zip(names, (p for p in model.module.parameters() if p.requires_grad)):
-                self._states[name] = _ParameterState()
-                self._handles.append(parameter.register_hook(self._computed_hook(name)))
-                self._handles.append(parameter.register_post_accumulate_grad_hook(self._accumulated_hook(name)))
+            parameters = {id(p): _Parameter(f"{label}.{name}", label) for name, p in _reducer_parameters(model).items()}
+            wrapper = _Wrapper(label, model, parameters, cannot_see=_why_it_cannot_see(model))
+            self._wrappers[label] = wrapper
+            self._handles += [model.register_forward_pre_hook(self._wrapper_starts(wrapper)),
+                              model.register_forward_hook(self._wrapper_ends(wrapper)),
+                              model.module.register_forward_pre_hook(self._module_starts(wrapper))]
+            for parameter in _reducer_parameters(model).values():
+                self._owner[id(parameter)] = wrapper
+                self._tensors[id(parameter)] = parameter
+                self._handles.append(parameter.register_hook(self._computed(wrapper.parameters[id(parameter)])))
+                self._handles.append(parameter.register_post_accumulate_grad_hook(self._accumulated(wrapper)))
+        self._handles.append(register_optimizer_step_pre_hook(self._before_step))
 
-    def _forward_hook(self, names: List[str], model: DistributedDataParallel) -> Any:
+    # ------------------------------------------------------------------ forwards
+
+    def _wrapper_starts(self, wrapper: _Wrapper) -> Any:
         def hook(module: nn.Module, args: Any) -> None:
-            self._check_autograd_grad()
-            if torch.is_grad_enabled():
-                for name in names:
-                    state = self._states[name]
-                    state.armed, state.reduced = True, False
-                    state.local_only = not model.require_backward_grad_sync
+            wrapper.entering = True
         return hook
 
-    def _computed_hook(self, name: str) -> Any:
+    def _wrapper_ends(self, wrapper: _Wrapper) -> Any:
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            wrapper.entering = False
+            if not torch.is_grad_enabled():
+                return
+            self._flush_autograd_grad(wrapper)
+            if not wrapper.model.require_backward_grad_sync:
+                wrapper.last_forward = "no_sync"
+                return
+            wrapper.last_forward = "wrapper"
+            wrapper.expecting, wrapper.marked = True, set()
+            wrapper.expected = set(wrapper.parameters)
+            if getattr(wrapper.model, "find_unused_parameters", False):
+                wrapper.expected &= _reached_leaves(output)   # DDP marks the others ready at once
+        return hook
+
+    def _module_starts(self, wrapper: _Wrapper) -> Any:
+        def hook(module: nn.Module, args: Any) -> None:
+            if wrapper.entering:                              # DDP's own call of its module
+                wrapper.entering = False
+            elif torch.is_grad_enabled():
+                self._flush_autograd_grad(wrapper)
+                wrapper.last_forward = "module"
+        return hook
+
+    # ------------------------------------------------------------------ gradients
+
+    def _computed(self, state: _Parameter) -> Any:
         def hook(gradient: torch.Tensor) -> None:
-            self._states[name].computed += 1
+            state.computed += 1
         return hook
 
-    def _accumulated_hook(self, name: str) -> Any:
+    def _accumulated(self, wrapper: _Wrapper) -> Any:
         def hook(parameter: torch.Tensor) -> None:
-            state = self._states[name]
+            state = wrapper.parameters[id(parameter)]
             state.accumulated += 1
-            if state.armed:
-                state.armed, state.reduced = False, not state.local_only
-            elif state.reduced:
-                self.problems.append(Unreduced(name, "a second backward after DDP had averaged this iteration's "
-                                                     "gradient"))
-            elif not state.local_only:
-                self.problems.append(Unreduced(name, "a backward from a forward that skipped the DDP wrapper "
-                                                     "(through .module)"))
+            state.grad_seen = weakref.ref(parameter.grad) if parameter.grad is not None else None
+            if wrapper.expecting:
+                if id(parameter) in wrapper.marked or id(parameter) not in wrapper.expected:
+                    return                                    # DDP raises "mark a variable ready only once"
+                wrapper.marked.add(id(parameter))
+                if wrapper.marked >= wrapper.expected:        # the last one: DDP averages at this backward's end
+                    self._reduction_done(wrapper)
+                return
+            how = {"module": THROUGH_MODULE, "no_sync": UNDER_NO_SYNC, "wrapper": SECOND_BACKWARD,
+                   None: BEFORE_WATCH}[wrapper.last_forward]
+            state.local[how] = state.grad_seen
         return hook
 
-    def _check_autograd_grad(self) -> None:
-        """Gradients computed but never accumulated: torch.autograd.grad."""
-        for name, state in self._states.items():
+    def _reduction_done(self, wrapper: _Wrapper) -> None:
+        """DDP averages what ``.grad`` holds now, earlier local gradients included: they are no longer local."""
+        wrapper.expecting = False
+        wrapper.reductions += 1
+        for key in wrapper.marked:
+            state = wrapper.parameters[key]
+            self._forget_cleared(state, self._tensors[key])
+            state.local.clear()
+
+    def _flush_autograd_grad(self, wrapper: _Wrapper) -> None:
+        """Gradients computed but never accumulated since the last forward: torch.autograd.grad."""
+        for key, state in wrapper.parameters.items():
             if state.computed > state.accumulated:
-                self.problems.append(Unreduced(name, "torch.autograd.grad: computed, never accumulated into .grad, "
-                                                     "so DDP's hook never saw it"))
+                grad = self._tensors[key].grad
+                state.local[AUTOGRAD_GRAD] = weakref.ref(grad) if grad is not None else None
             state.computed = state.accumulated = 0
 
+    # ------------------------------------------------------------------ steps
+
+    def _before_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        for group in optimizer.param_groups:
+            for parameter in group["params"]:
+                wrapper = self._owner.get(id(parameter))
+                if wrapper is None or parameter.grad is None or not bool(parameter.grad.any()):
+                    continue                                  # no gradient, or zeros: the same on every rank
+                state = wrapper.parameters[id(parameter)]
+                if state.computed > state.accumulated:
+                    self._flush_autograd_grad(wrapper)
+                self._forget_cleared(state, parameter)
+                live = self._live_local(state, parameter)
+                state.stepped.update(live)
+                if wrapper.expecting and id(parameter) in wrapper.marked:
+                    state.stepped.add(NOT_YET.format(wrapper=wrapper.name, missing=self._missing(wrapper)))
+                elif not live and not getattr(wrapper.model, "gradient_as_bucket_view", False) and (
+                        state.grad_seen is None or state.grad_seen() is not parameter.grad):
+                    state.stepped.add(SET_BY_HAND if wrapper.last_forward else BEFORE_WATCH)
+
+    def _forget_cleared(self, state: _Parameter, parameter: torch.Tensor) -> None:
+        """Move the local gradients that ``.grad`` no longer holds (set to None, zeroed, replaced) to ``cleared``."""
+        live = self._live_local(state, parameter)
+        for how in [how for how in state.local if how not in live]:
+            state.cleared.add(how)
+            del state.local[how]
+
+    def _missing(self, wrapper: _Wrapper) -> str:
+        names = [wrapper.parameters[key].name for key in wrapper.expected - wrapper.marked]
+        return ", ".join(sorted(names)[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+    def _live_local(self, state: _Parameter, parameter: torch.Tensor) -> List[str]:
+        """The local gradients still in ``parameter.grad`` (it is not None nor zero, and still the tensor they went
+        into; with ``gradient_as_bucket_view=True`` the watch cannot tell the tensors apart and counts them all)."""
+        grad = parameter.grad
+        if grad is None or not bool(grad.any()):
+            return []
+        blind = bool(getattr(self._owner[id(parameter)].model, "gradient_as_bucket_view", False))
+        accumulated_last = state.grad_seen is not None and state.grad_seen() is grad
+        return [how for how, ref in state.local.items()
+                if blind or (not accumulated_last if how == AUTOGRAD_GRAD else ref is not None and ref() is grad)]
+
+    # ------------------------------------------------------------------ answers
+
     def unreduced(self) -> List[Unreduced]:
-        """Every gradient DDP did not average since the watch began (or since ``clear()``)."""
-        self._check_autograd_grad()
-        return list(self.problems)
+        """Every gradient DDP did not average since the watch began (or since ``clear()``), with its fate."""
+        found = []
+        for wrapper in self._wrappers.values():
+            if any(state.computed > state.accumulated for state in wrapper.parameters.values()):
+                self._flush_autograd_grad(wrapper)
+            for key, state in wrapper.parameters.items():
+                live = self._live_local(state, self._tensors[key])
+                found += [Unreduced(state.name, how, STEPPED) for how in sorted(state.stepped)]
+                found += [Unreduced(state.name, how, HELD if how in live else CLEARED)
+                          for how in state.local if how not in state.stepped]
+                found += [Unreduced(state.name, how, CLEARED) for how in sorted(state.cleared)
+                          if how not in state.stepped and how not in state.local]
+        return [u for u in found if not (u.how == UNDER_NO_SYNC and u.fate != STEPPED)]
+
+    def pending(self) -> Dict[str, List[str]]:
+        """Wrapper -> the parameters it still waits for, where a reduction has begun and not finished."""
+        return {w.name: sorted(w.parameters[k].name for k in w.expected - w.marked)
+                for w in self._wrappers.values() if w.expecting and w.marked}
+
+    def cannot_see(self) -> Dict[str, str]:
+        """Wrapper -> why the watch cannot follow its reductions."""
+        return {w.name: w.cannot_see for w in self._wrappers.values() if w.cannot_see}
 
     def report(self) -> str:
-        """One line per way a gradient escaped DDP's averaging, with the parameters it reached."""
-        found = self.unreduced()
-        if not found:
-            return "DDP averaged every gradient these models received."
-        by_how: Dict[str, List[str]] = {}
-        for problem in found:
-            by_how.setdefault(problem.how, [])
-            if problem.parameter not in by_how[problem.how]:
-                by_how[problem.how].append(problem.parameter)
-        lines = [f"Not averaged across processes ({len(found)} gradients): the replicas will drift apart."]
-        for how, names in by_how.items():
-            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-            lines.append(f"- {how}: {shown}")
+        """What DDP did not average, grouped by what became of it and how it arrived; or that it averaged all."""
+        found, pending, blind = self.unreduced(), self.pending(), self.cannot_see()
+        lines: List[str] = [f"Cannot see {name}: {why}." for name, why in blind.items()]
+        sections = [(STEPPED, ("An optimizer step used gradients DDP had not averaged ({n}): this rank's replica "
+                               "moved with its own gradient, so the replicas now differ unless every rank computed "
+                               "the same.")),
+                    (HELD, "Not averaged, still in .grad ({n}): a step now would use this rank's own gradient."),
+                    (CLEARED, ("Not averaged, but cleared before any step used them ({n}): the replicas did not "
+                               "move apart; that backward work was wasted."))]
+        for fate, title in sections:
+            by_how: Dict[str, List[str]] = {}
+            for problem in found:
+                if problem.fate == fate:
+                    by_how.setdefault(problem.how, []).append(problem.parameter)
+            if by_how:
+                lines.append(title.format(n=len({p for names in by_how.values() for p in names})))
+                lines += [f"- {how}: {_shown(names)}" for how, names in by_how.items()]
+        for name, missing in pending.items():
+            lines.append(f"{name}: DDP has not averaged its gradients yet; it waits for {_shown(missing)} (it "
+                         "averages when every parameter it expects has a gradient).")
+        if not lines:
+            return "DDP averaged every gradient these models received before any step used it."
         return "\n".join(lines)
 
     def clear(self) -> None:
-        """Forget what was found so far (the hooks stay)."""
-        self.problems.clear()
-        for state in self._states.values():
-            state.computed = state.accumulated = 0
+        """Forget what was found so far (the hooks stay; a reduction under way is still followed)."""
+        for wrapper in self._wrappers.values():
+            for state in wrapper.parameters.values():
+                state.local.clear()
+                state.stepped.clear()
+                state.cleared.clear()
 
     def remove(self) -> None:
-        """Take every hook off the models."""
+        """Take every hook off the models and the optimizers."""
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
 
 
-def replicas_differ(model: nn.Module, tolerance: float = 1e-6, group: Optional[Any] = None) -> List[str]:
-    """The parameters of ``model`` whose ``.grad`` differs between the processes (a collective: call it on all).
+def _shown(names: List[str]) -> str:
+    names = list(dict.fromkeys(names))
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
-    A missing ``.grad`` counts as zeros. Each process compares its gradients with those of process 0.
+
+def replicas_differ(model: nn.Module, tolerance: float = 1e-6, group: Optional[Any] = None) -> List[str]:
+    """The parameters of ``model`` whose value or ``.grad`` differs between the processes (a collective: call it
+    on every process, in the same order).
+
+    Each process compares with process 0. A missing ``.grad`` counts as zeros. A name is followed by what differs:
+    ``"0.weight (value)"``, ``"0.weight (.grad)"`` or ``"0.weight (value, .grad)"``.
     """
     module = model.module if isinstance(model, DistributedDataParallel) else model
     differ = []
     for name, parameter in module.named_parameters():
         grad = parameter.grad if parameter.grad is not None else torch.zeros_like(parameter)
-        first = grad.detach().clone()
-        dist.broadcast(first, src=0, group=group)
-        mismatch = torch.tensor(float((grad - first).abs().max() > tolerance * max(float(first.abs().max()), 1.0)),
-                                device=grad.device)
-        dist.all_reduce(mismatch, op=dist.ReduceOp.MAX, group=group)
-        if mismatch.item() > 0:
-            differ.append(name)
+        what = [label for label, tensor in (("value", parameter.detach()), (".grad", grad.detach()))
+                if _differs(tensor, tolerance, group)]
+        if what:
+            differ.append(f"{name} ({', '.join(what)})")
     return differ
+
+
+def _differs(tensor: torch.Tensor, tolerance: float, group: Optional[Any]) -> bool:
+    """True on every process when ``tensor`` differs, on any process, from process 0's beyond ``tolerance``."""
+    first = tensor.clone()
+    dist.broadcast(first, src=0 if group is None else dist.get_global_rank(group, 0), group=group)
+    scale = max(float(first.abs().max()), 1.0) if first.numel() else 1.0
+    mismatch = torch.tensor(float(bool((tensor - first).abs().max() > tolerance * scale)) if first.numel() else 0.0,
+                            device=tensor.device)
+    dist.all_reduce(mismatch, op=dist.ReduceOp.MAX, group=group)
+    return mismatch.item() > 0

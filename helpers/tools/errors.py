@@ -111,8 +111,8 @@ KINDS: dict[str, ErrorKind] = {
             exception_type=RuntimeError,
             pattern=re.compile(r"Expected to have finished reduction in the prior iteration before starting a new one"),
             explanation=(
-                "DistributedDataParallel averages a model's gradients only once every parameter got one.\n"
-                "A parameter the loss never reached (an unused head, inputs= leaving part out) keeps it waiting."
+                "DDP averages a wrapper's gradients once every parameter it waits for got one in this iteration.\n"
+                "One that got none (an unused head, inputs= leaving part out) keeps it waiting; the next forward raises."
             ),
             notebook="08_past_one_machine",
         ),
@@ -122,8 +122,8 @@ KINDS: dict[str, ErrorKind] = {
             exception_type=RuntimeError,
             pattern=re.compile(r"Expected to mark a variable ready only once"),
             explanation=(
-                "DistributedDataParallel expects one gradient per parameter per forward, and averages it at once.\n"
-                "A second backward into the same parameters (or a reentrant checkpoint) gives it a second one."
+                "DDP takes one gradient per parameter per forward and averages once all of the wrapper's are in.\n"
+                "A second one before that raises this; one after it is silently not averaged."
             ),
             notebook="08_past_one_machine",
         ),

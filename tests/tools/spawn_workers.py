@@ -27,8 +27,8 @@ def sleep_for(rank: int, world_size: int, seconds: float) -> int:
 
 
 def _watched_steps(models, loss_pair, rank):
-    """For two real models in DDP: each way of taking two losses' gradients, with what ReductionWatch reported and
-    which parameters differ between the ranks (helpers of ``watch_real_architectures``)."""
+    """For two real models in DDP: each way of taking two losses' gradients, then one SGD step per model, with what
+    ReductionWatch reported and which parameters differ between the ranks (helpers of ``watch_real_architectures``)."""
     from torch.nn.parallel import DistributedDataParallel
 
     from helpers.tools.ddp_watch import ReductionWatch, replicas_differ
@@ -56,6 +56,8 @@ def _watched_steps(models, loss_pair, rank):
                 p.grad = g
             for p, g in zip(second_params, torch.autograd.grad(second, second_params)):
                 p.grad = g
+        for model in wrapped.values():                      # one plain SGD step per model: what a loop does next
+            torch.optim.SGD(model.module.parameters(), lr=0.01).step()
         differ = [f"{name}.{p}" for name, model in wrapped.items() for p in replicas_differ(model)]
         unreduced = watch.unreduced()
         found[way] = {"unreduced": sorted({u.parameter for u in unreduced}), "how": sorted({u.how for u in unreduced}),
