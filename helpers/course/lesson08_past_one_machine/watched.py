@@ -4,13 +4,12 @@ one SGD step follows, then ``replicas_differ`` says whether the replicas really 
 hold the watch's words against the ranks."""
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Mapping, Tuple
 
 import torch
 from torch import nn
 
 from helpers.course.lesson08_past_one_machine.failures import BothModels
-from helpers.course.lesson08_past_one_machine.recipes import RECIPES, global_batch
 from helpers.course.lesson08_past_one_machine.replicas import rank_device, wrap
 from helpers.course.models import make_two_models, two_losses
 from helpers.tools.ddp_watch import ReductionWatch, replicas_differ
@@ -32,14 +31,20 @@ def step_between(m1: nn.Module, m2: nn.Module, x1: torch.Tensor, x2: torch.Tenso
     return watch
 
 
-def watched(rank: int, world_size: int, seed: int = 0) -> Dict[str, Dict[str, object]]:
-    """On one rank: each recipe, then one SGD step per model, watched; and the step-between scenario. Per scenario:
+Recipe = Callable[[nn.Module, nn.Module, torch.Tensor, torch.Tensor], None]
+
+
+def watched(rank: int, world_size: int, recipes: Mapping[str, Recipe],
+            global_batch: Callable[[int, int], Tuple[torch.Tensor, torch.Tensor]],
+            seed: int = 0) -> Dict[str, Dict[str, object]]:
+    """On one rank: each of ``recipes`` (``recipes.RECIPES``, with ``recipes.global_batch``), then one SGD step per
+    model, watched; the step-between scenario; and ``static_graph=True``. Per scenario:
     ``"report"``, ``"unreduced"`` as (parameter, how, fate) triples, and ``"differ"``: the parameters whose value
     or ``.grad`` differs between the ranks after the step (``replicas_differ``, named like the watch names them)."""
     x1, x2 = (x.chunk(world_size)[rank].to(rank_device(rank)) for x in global_batch(seed, world_size))
     found: Dict[str, Dict[str, object]] = {}
-    inputs_recipe = next(name for name in RECIPES if "inputs=" in name)
-    for name in [*RECIPES, STEP_BETWEEN, STATIC_GRAPH]:
+    inputs_recipe = next(name for name in recipes if "inputs=" in name)
+    for name in [*recipes, STEP_BETWEEN, STATIC_GRAPH]:
         m1, m2 = make_two_models(seed)
         opt1, opt2 = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (m1, m2))
         if name == STEP_BETWEEN:
@@ -49,7 +54,7 @@ def watched(rank: int, world_size: int, seed: int = 0) -> Dict[str, Dict[str, ob
             options = {"static_graph": True} if name == STATIC_GRAPH else {}
             d1, d2 = wrap(m1, rank, **options), wrap(m2, rank, **options)
             watch = ReductionWatch(M1=d1, M2=d2)
-            RECIPES[inputs_recipe if name == STATIC_GRAPH else name](d1, d2, d1(x1), d2(x2))
+            recipes[inputs_recipe if name == STATIC_GRAPH else name](d1, d2, d1(x1), d2(x2))
             opt1.step()
             opt2.step()
             labelled = [("M1", m1), ("M2", m2)]
