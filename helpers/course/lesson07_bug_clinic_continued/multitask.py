@@ -10,7 +10,8 @@ then the trunk stepped once with the summed gradient and each head with its own 
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple
+import copy
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -105,20 +106,32 @@ def reference_gradients(trunk: nn.Module, head_a: nn.Module, head_b: nn.Module, 
 
 
 
-class StepLog:
-    """Which optimizer stepped which of ``params``, and with which gradient, in order.
+def holding(module: nn.Module, weights: Sequence[torch.Tensor]) -> nn.Module:
+    """A copy of ``module`` whose parameters hold ``weights`` (in ``parameters()`` order); ``module`` is untouched."""
+    copied = copy.deepcopy(module)
+    with torch.no_grad():
+        for parameter, weight in zip(copied.parameters(), weights, strict=True):
+            parameter.copy_(weight)
+    return copied
 
-    It hooks ``optimizer.step`` (``register_step_pre_hook``), so it sees exactly the ``.grad`` each step uses::
+
+class StepLog:
+    """Which optimizer stepped which of ``params``, with which gradient, from which weights, in order.
+
+    It hooks ``optimizer.step`` (``register_step_pre_hook``), so it sees exactly the ``.grad`` each step uses and
+    the weights it starts from::
 
         log = StepLog({"opt_a": opt_a, "opt_b": opt_b}, dict(trunk.named_parameters()))
         step(...)
         log.optimizers()   # ["opt_a", "opt_b"]: the trunk was stepped twice
+        log.starts[1]      # the trunk's weights as opt_b.step() began: where opt_a.step() left them
         log.close()
     """
 
     def __init__(self, optimizers: Mapping[str, torch.optim.Optimizer], params: Mapping[str, torch.Tensor]) -> None:
         self.params = dict(params)
         self.steps: List[Tuple[str, List[Optional[torch.Tensor]]]] = []
+        self.starts: List[List[torch.Tensor]] = []   # per step: every parameter's value as that step began
         self._handles = [optimizer.register_step_pre_hook(self._hook_for(name, optimizer))
                          for name, optimizer in optimizers.items()]
 
@@ -129,6 +142,7 @@ class StepLog:
                 return
             self.steps.append((name, [None if p.grad is None or id(p) not in stepped else p.grad.detach().clone()
                                       for p in self.params.values()]))
+            self.starts.append([p.detach().clone() for p in self.params.values()])
         return hook
 
     def optimizers(self) -> List[str]:

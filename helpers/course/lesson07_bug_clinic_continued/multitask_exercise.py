@@ -55,7 +55,8 @@ HINTS = (
     "gradients, summed; head A gets weight_a times the gradient of loss_a; head B weight_b times that of loss_b.",
     "The trunk's gradient must be complete (both weighted tasks) before opt_trunk steps, and a weight belongs in "
     "the loss once: scaling a loss scales every gradient that flows from it, the heads' included. Stepping the trunk "
-    "between two backward passes raises error 1 or 2, or (after a second forward) gives gradients at moved weights.",
+    "between two backward passes raises error 1 or 2; where it raises nothing (a trunk that saved none of its "
+    "weights), the trunk takes two steps, one per task; after a second forward, the gradients are at moved weights.",
     "As in the worked fix, but with three optimizers: zero all three; one forward through the trunk and both heads; "
     "one backward of the weighted sum of the two losses; then step each optimizer once.",
 )
@@ -187,7 +188,7 @@ def _diagnose_head(part: str, recorded: Records, now: Dict[str, Grads], moved: D
 def _diagnose_trunk_steps(records: List[Records], start: Dict[str, List[torch.Tensor]], after_first: List[torch.Tensor],
                           modules: Dict[str, nn.Module], batch: Tuple[torch.Tensor, ...], now: Dict[str, Grads],
                           weight_a: float, weight_b: float) -> str:
-    """opt_trunk stepped more than once: say whether it was once per task, the second at moved weights."""
+    """opt_trunk stepped more than once: say whether it was once per task, and where the second gradient was taken."""
     calls = len(records)
     if calls == 2:
         then = _gradients({**start, "trunk": after_first}, modules, batch, weight_a, weight_b)
@@ -200,7 +201,8 @@ def _diagnose_trunk_steps(records: List[Records], start: Dict[str, List[torch.Te
             if same_gradients(records[0], first_grad) and (same_gradients(records[1], at_moved)
                                                             or same_gradients(records[1], at_start)):
                 where = ("taken at the trunk the first step had already moved (a second forward pass after "
-                         "stepping)" if same_gradients(records[1], at_moved) else "kept from before the first step")
+                         "stepping)" if same_gradients(records[1], at_moved) else
+                         "taken at the weights the step started from (the one forward pass's graph)")
                 return (f"opt_trunk was stepped 2 times: first with task {first.upper()}'s weighted gradient, then "
                         f"with task {second.upper()}'s, {where}. That is not one step with the gradient of weight_a * "
                         "loss_a + weight_b * loss_b: with Adam or momentum each step has its own size. Run the "
