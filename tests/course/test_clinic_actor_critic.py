@@ -103,7 +103,7 @@ def test_a_detached_advantage_hides_error_2_though_the_trunk_changed():
     critic_loss.backward(retain_graph=True)
     critic_opt.step()
     assert not diagnose(actor_loss, dict(model.named_parameters())).will_fail   # nothing saved is stale...
-    actor_loss.backward()                                                       # ...so it runs, on moved weights
+    actor_loss.backward()   # ...so it runs, from what the forward saved; only its step lands on moved weights
 
 
 def test_the_undetached_advantage_changes_the_critic_head_and_trunk_not_the_actor_head():

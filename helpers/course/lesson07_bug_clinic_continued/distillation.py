@@ -75,10 +75,11 @@ def _pretrained_state(seed: int) -> Dict[str, torch.Tensor]:
     teacher = _seeded(seed, _teacher_architecture)
     optimizer = torch.optim.SGD(teacher.parameters(), lr=LEARNING_RATE)
     x, y = make_batch(seed=seed + 500, batch=PRETRAIN_BATCH)
-    for _ in range(PRETRAIN_STEPS):
-        optimizer.zero_grad()
-        F.cross_entropy(teacher(x), y).backward()
-        optimizer.step()
+    with torch.enable_grad():                    # also when the first make_teacher() runs under no_grad
+        for _ in range(PRETRAIN_STEPS):
+            optimizer.zero_grad()
+            F.cross_entropy(teacher(x), y).backward()
+            optimizer.step()
     return {name: value.detach().clone() for name, value in teacher.state_dict().items()}
 
 
