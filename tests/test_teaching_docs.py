@@ -1,6 +1,8 @@
 """The teaching documents in docs/ stay true to torch and to the course.
 
 - cheatsheet.md quotes each error line exactly as torch raises it (reproduced live here), and its claims hold;
+- every fix the sheet recommends is run live on the course's models (and under DDP on 2 gloo processes) and gives the
+  gradient it promises: ``tests/sheet_fixes.py`` reads each Fix sentence, ``tests/sheet_recipes.py`` runs it;
 - cheatsheet.html is built from the current cheatsheet.md, and prints on one A4 sheet, both sides (two pages);
 - workshop.md names only sections and exercises that exist, covers every notebook and exercise, and its plans add up.
 """
@@ -25,8 +27,11 @@ import torch
 from helpers.course.exercises.registry import exercises
 from helpers.course.lesson03_inplace_version.exercise import measure_bumps
 from helpers.course.lesson05_chained_amp.chain import chain_losses, make_batch, make_tenc, make_unet
-from helpers.course.models import make_inputs, make_two_models, own_term, two_losses
+from helpers.course.models import make_inputs, make_two_models, own_term, shared_term, two_losses
+from helpers.tools import State, classify, named_parameters, saved_tensors
 from tests.paths import FIXTURES, ROOT
+from tests.sheet_fixes import COPIED_FIX_UNDER_DDP, Ddp, ddp_steps, problems, sentences, unet_gradient_ratio
+from tests.sheet_recipes import ddp_worker, same
 
 DOCS = ROOT / "docs"
 CHEATSHEET = DOCS / "cheatsheet.md"
@@ -170,12 +175,26 @@ def _scaler_without_step() -> None:
 
 
 @functools.lru_cache(maxsize=None)
-def _ddp_tour() -> tuple:
-    """Notebook 08's DDP scenarios, once, on 2 processes: what each raised on each rank."""
-    from helpers.course.lesson08_past_one_machine import failures
+def _ddp_run() -> tuple:
+    """Everything these tests need from DDP, in one start of 2 gloo processes: notebook 08's tour of DDP's errors,
+    every DDP run that judging the sheet (and the sheets that must fail) needs, the skipped head, the averaging."""
     from helpers.tools.spawn import run_distributed
 
-    return tuple(run_distributed(failures.tour, world_size=2, backend="gloo", timeout_s=240))
+    steps = set(COPIED_FIX_UNDER_DDP).union(*(ddp_steps(text) for text in judged_sheets()))
+    return tuple(run_distributed(ddp_worker, world_size=2, args=(sorted(steps, key=repr),), backend="gloo",
+                                 timeout_s=300))
+
+
+def _ddp_tour() -> tuple:
+    """Notebook 08's DDP scenarios, on 2 processes: what each raised on each rank."""
+    return tuple(run["tour"] for run in _ddp_run())
+
+
+def ddp_results() -> Ddp:
+    """The DDP runs, as ``sheet_fixes.problems`` reads them."""
+    runs = _ddp_run()
+    return Ddp({step: [run["steps"][step] for run in runs] for step in runs[0]["steps"]},
+               [run["skipped head"] for run in runs])
 
 
 def _ddp_ready_twice() -> None:
@@ -206,7 +225,7 @@ def raised_by(reproduce: Callable[[], None]) -> BaseException:
         reproduce()
     except Exception as error:  # the error under test, whatever its type
         return error
-    pytest.fail(f"{reproduce.__name__} raised nothing")
+    pytest.fail(f"{getattr(reproduce, '__name__', reproduce)} raised nothing")
 
 
 def matching_quotes(error: BaseException, text: str, device: str = "cpu") -> List[str]:
@@ -328,34 +347,180 @@ def test_sheet_version_bump_counts_are_what_cpu_optimizers_do() -> None:
         assert measure_bumps(lambda p: optimizer(p, lr=0.1, fused=True)) == fused, optimizer.__name__
 
 
-def _unet_gradient_ratio(update_between_steps: bool) -> float:
-    """unet's stepped gradient over its true gradient, when tenc's gradient is inf (so the scale halves)."""
-    x, target, mask = make_batch(0)
-    tenc, unet = make_tenc(0), make_unet(1)
-    opt_tenc = torch.optim.SGD(tenc.parameters(), lr=0.1)
-    opt_unet = torch.optim.SGD(unet.parameters(), lr=0.1)
-    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
-    loss_tenc, loss_unet = chain_losses(unet(tenc(x)), target, mask)
-    reference = torch.autograd.grad(loss_unet, list(unet.parameters()), retain_graph=True)
-    scaler.scale(loss_tenc).backward(retain_graph=True, inputs=list(tenc.parameters()))
-    scaler.scale(loss_unet).backward(inputs=list(unet.parameters()))
-    next(tenc.parameters()).grad[0, 0] = float("inf")
-    scaler.step(opt_tenc)
-    if update_between_steps:
-        scaler.update()
-    scaler.step(opt_unet)
-    scaler.update()
-    ratios = [(p.grad.norm() / r.norm()).item() for p, r in zip(unet.parameters(), reference)]
-    assert max(ratios) - min(ratios) < 1e-4
-    return ratios[0]
-
-
 def test_sheet_claim_update_after_each_step_doubles_the_second_gradient() -> None:
     """update() between two scaler.step calls: when the scale changes, the second optimizer's gradient is 2x."""
     text = CHEATSHEET.read_text(encoding="utf-8")
     assert "off by 2× whenever the scale changes" in text
-    assert _unet_gradient_ratio(update_between_steps=False) == pytest.approx(1.0, rel=1e-4)
-    assert _unet_gradient_ratio(update_between_steps=True) == pytest.approx(2.0, rel=1e-4)
+    assert unet_gradient_ratio(update_between_steps=False) == pytest.approx(1.0, rel=1e-4)
+    assert unet_gradient_ratio(update_between_steps=True) == pytest.approx(2.0, rel=1e-4)
+
+
+def _states(outputs: object, params: object, leave_out: Set[int] = frozenset()) -> Set[State]:
+    """The states of the tensors saved behind ``outputs``, except those of the nodes in ``leave_out`` (ids)."""
+    return {saved.state for saved in saved_tensors(outputs, params) if id(saved.node) not in leave_out}
+
+
+def test_sheet_claim_a_backward_frees_what_its_path_saved_and_nothing_else() -> None:
+    """Error 1: a plain L1 backward frees the shared term and both models. Restricted to M1 (`inputs=`, or
+    `torch.autograd.grad` for M1), it frees the shared term and M1, not M2, and L2's backward still fails on the shared
+    term. In the chain, the path to tenc runs through unet, so unet's saved tensors go too."""
+    text = CHEATSHEET.read_text(encoding="utf-8")
+    assert "all along its way: the shared term **and both models** (`torch.autograd.grad` frees its way too)" in text
+    assert "`l1.backward(inputs=M1)` frees the shared term and M1, not M2; L2 needs the shared term" in text
+    assert "In a chain (tenc → unet) the path to tenc runs through unet" in text
+    for way in ("backward()", "backward(inputs=M1)", "autograd.grad for M1"):
+        m1, m2 = make_two_models(seed=0)
+        params = named_parameters(M1=m1, M2=m2)
+        x1, x2 = make_inputs(seed=0)
+        o1, o2 = m1(x1), m2(x2)
+        shared, own2 = shared_term(o1, o2), own_term(o2)
+        l1, l2 = shared + own_term(o1), shared + own2
+        in_models = saved_tensors([o1, o2], params)          # held, so that the nodes' ids stay theirs
+        models = {id(saved.node) for saved in in_models}
+        if way == "autograd.grad for M1":
+            torch.autograd.grad(l1, list(m1.parameters()))
+        else:
+            l1.backward(inputs=list(m1.parameters()) if way == "backward(inputs=M1)" else None)
+        assert _states(o1, params) == {State.FREED} and _states(shared, params, models) == {State.FREED}, way
+        assert _states(o2, params) == ({State.FREED} if way == "backward()" else {State.ALIVE}), way
+        assert _states(own2, params, models) == {State.ALIVE}
+        kind = classify(raised_by(functools.partial(l2.backward, inputs=list(m2.parameters()))))
+        assert kind is not None and kind.name == "backward-twice"
+    x, target, mask = make_batch(0)
+    tenc, unet = make_tenc(0), make_unet(1)
+    hidden = tenc(x)
+    prediction = unet(hidden)
+    loss_tenc, _ = chain_losses(prediction, target, mask)
+    loss_tenc.backward(inputs=list(tenc.parameters()))
+    chain_params = named_parameters(tenc=tenc, unet=unet)
+    assert _states(prediction, chain_params, {id(s.node) for s in saved_tensors(hidden, chain_params)}) == {State.FREED}
+
+
+def test_sheet_claim_under_autocast_groupnorm_saves_its_float32_weight() -> None:
+    """Autocast does not protect against a misordered step: unet's GroupNorm saves its float32 weight itself."""
+    text = CHEATSHEET.read_text(encoding="utf-8")
+    assert "GroupNorm saves its float32 weight as it is" in text
+    x, _, _ = make_batch(0)
+    tenc, unet = make_tenc(0), make_unet(1)
+    norm = next(name for name, module in unet.named_modules() if isinstance(module, torch.nn.GroupNorm))
+    with torch.autocast("cpu"):
+        prediction = unet(tenc(x).detach())
+    saved = {s.parameter for s in saved_tensors(prediction, named_parameters(unet=unet)) if s.parameter}
+    assert f"unet.{norm}.weight" in saved and unet.get_submodule(norm).weight.dtype == torch.float32
+
+
+# ---------------------------------------------------------------- cheat sheet: every fix, judged live
+
+OLD_SHEET = FIXTURES / "cheatsheet_before_issue25.md"
+MUTANTS: Dict[str, Tuple[str, str]] = {  # a wrong fix a later edit could bring back -> (the sheet's text, the edit)
+    "error 1 silenced by retain_graph alone": (
+        "Restrict each backward to its own model (`inputs=`), `retain_graph=True` on all but the last, then step.",
+        "`retain_graph=True` on every backward but the last."),
+    "error 2 silenced by moving the steps": (
+        "Restrict each backward to its own model (`inputs=`), then step. Forward",
+        "Run every backward first, then every step. Forward"),
+    "DDP: restricted backward passes, a step between them": (
+        "Restrict every backward to its own model, `retain_graph=True` on the first, then step.",
+        "Restrict every backward to its own model, `retain_graph=True` on the first."),
+    "DDP: one wrapper per model as the fix": (
+        "Restrict every backward to its own model, `retain_graph=True` on the first, then step.",
+        "Wrap each model in its own DDP."),
+    "autograd.grad without its DDP caveat": (
+        "(b) `torch.autograd.grad` per model (DDP never averages it).", "(b) `torch.autograd.grad` per model."),
+    "the summed loss for separate goals": (
+        "(d) `(l1 + l2).backward()` for a joint goal.", "(d) `(l1 + l2).backward()`."),
+    "a DDP caveat on a recipe DDP averages": (
+        "(c) Detach the other output, one backward.", "(c) Detach the other output, one backward (not under DDP)."),
+    "a warning against a right recipe": (
+        "Never detach the one a loss trains.", "Never detach the other model's output."),
+    "the habit that silences error 2": (
+        "every backward restricted to what it should train (`inputs=`); then every step",
+        "every backward; then every step"),
+    "a sentence nothing checks": (
+        "Measure your optimizer (exercise `bumps_per_step`).", "Use a smaller learning rate."),
+    "a record taken after the step": (
+        "`record = record_parameters(params)` after the forward, then "
+        "`diagnose(loss, params, recorded=record)`",
+        "`diagnose(loss, params, recorded=record_parameters(params))`"),
+    "anomaly mode on during the backward only": ("run both passes under `with", "run the backward under `with"),
+    "a recipe inside a tool sentence": (
+        "Predict it: `helpers.tools.diagnose`.", "Predict it: `helpers.tools.diagnose`, then `retain_graph=True`."),
+}
+# What the sheet said before issue 25, sentence by sentence: the ones that must fail (the rest held).
+OLD_WRONG = {
+    "`retain_graph=True` on every backward except the last one through the shared part.",
+    "Zero both optimizers, run all backward passes, then all steps.",
+    "To find the forward line: `with torch.autograd.set_detect_anomaly(True):`.",
+    "Ask each loss only for its own model's parameters.",
+    "`inputs=` on every backward",
+    "one DDP per model.",
+    "`torch.autograd.grad` per model.",
+    "The error 2 order: all backward passes, then all steps.",
+    "To catch it: `diagnose(loss, params, recorded=record_parameters(params))`.",
+    "One forward pass, then every backward pass, then every step.",
+    "Zero both optimizers first.",
+    "Count version bumps; check gradients against a reference.",
+}
+
+
+def mutant(name: str) -> str:
+    """The sheet with one fix edited as ``MUTANTS[name]`` says."""
+    original, edit = MUTANTS[name]
+    text = CHEATSHEET.read_text(encoding="utf-8")
+    assert text.count(original) == 1, f"{name}: the sheet no longer says {original!r}; update MUTANTS"
+    return text.replace(original, edit)
+
+
+def judged_sheets() -> List[str]:
+    """Every sheet these tests judge: this one, the one before issue 25, and each mutant."""
+    return [CHEATSHEET.read_text(encoding="utf-8"), OLD_SHEET.read_text(encoding="utf-8"), *map(mutant, MUTANTS)]
+
+
+def test_every_fix_on_the_sheet_gives_the_gradient_it_promises() -> None:
+    """Each Fix sentence (and habit) is a recipe run live, on one process with SGD and fused AdamW and, where DDP is
+    concerned, on 2 processes in each wrapping, or a tool checked live; none is wrong, none unread."""
+    found = problems(CHEATSHEET.read_text(encoding="utf-8"), ddp_results())
+    assert not found, "\n".join(map(str, found))
+
+
+def test_the_judge_fails_the_fixes_the_sheet_had_before_issue_25() -> None:
+    """The sheet before issue 25 fails exactly where its fixes were wrong: the silencers of errors 1 and 2, one DDP
+    per model, autograd.grad with no word on DDP, anomaly mode without the forward, a record taken after the step."""
+    found = problems(OLD_SHEET.read_text(encoding="utf-8"), ddp_results())
+    assert {problem.part for problem in found} == OLD_WRONG, "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_the_judge_fails_a_wrong_fix_written_into_the_sheet(name: str) -> None:
+    """One fix edited into a known mistake: the judge fails that sentence, and only that one."""
+    found = problems(mutant(name), ddp_results())
+    edited = sentences(MUTANTS[name][1])
+    assert found, f"{name}: the judge let {MUTANTS[name][1]!r} through"
+    assert all(any(part in problem.part for part in edited) for problem in found), "\n".join(map(str, found))
+
+
+def test_sheet_claim_ddp_averages_a_wrapper_once_all_its_parameters_have_a_gradient() -> None:
+    """One DDP around both models: after L1's backward restricted to M1, M1's .grad still differs across the ranks;
+    L2's backward completes the wrapper, and M1's .grad is then averaged. The copied fix, in either wrapping: L1's
+    backward completes the averaging, and each rank adds its own L2 gradient on top, with nothing raised."""
+    from helpers.course.lesson08_past_one_machine.recipes import shard_gradients
+    from tests.sheet_recipes import global_references
+
+    text = CHEATSHEET.read_text(encoding="utf-8")
+    assert "DDP averages a wrapper's gradients when all its parameters have one, into `.grad` at the end of" in text
+    assert "Under DDP, L1's backward completes the averaging; L2's is not averaged: replicas drift." in text
+    runs = _ddp_run()
+    first, second = ([run["averaging"][moment] for run in runs]
+                     for moment in ("after L1's backward", "after L2's backward"))
+    assert not same(first[0], first[1]), "M1's .grad was averaged before its wrapper had every gradient"
+    assert all(same(grads, global_references(2)["own"]["M1"]) for grads in second)
+    shards = [shard_gradients(rank, 2) for rank in (0, 1)]
+    for step in COPIED_FIX_UNDER_DDP:
+        for rank, outcome in enumerate(run["steps"][step] for run in runs):
+            for model in ("M1", "M2"):
+                names = [name for name in shards[0]["L1"] if name.startswith(model + ".")]
+                expected = [(shards[0]["L1"][n] + shards[1]["L1"][n]) / 2 + shards[rank]["L2"][n] for n in names]
+                assert outcome["raised"] is None and same(outcome["stepped"][model], expected), (step, rank, model)
 
 
 # ---------------------------------------------------------------- cheat sheet: the printable page
