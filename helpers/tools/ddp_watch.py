@@ -15,14 +15,16 @@ the end of that backward, the averages are written into ``.grad``. So, per wrapp
   reduction: neither is averaged.
 
 ``ReductionWatch`` follows, on the process it runs in, the forwards through each wrapper, every gradient computed
-and accumulated, each reduction it completes, and every optimizer step (a global step hook)::
+and accumulated, each reduction it completes, and every ``torch.optim`` step (a global hook, run after the step, so
+a closure's gradients count; an update written by hand is invisible to it)::
 
     watch = ReductionWatch(generator=ddp_g, discriminator=ddp_d)
     ...                                   # your forward passes, backward passes and steps
     print(watch.report())                 # what DDP did not average, and whether a step used it
 
-It only adds hooks (``remove()`` takes them off). Where it cannot follow DDP (``static_graph=True``, a wrapper
-that delays every all-reduce, a forward that ran before the watch began), its report says so rather than guess.
+It only adds hooks (``remove()`` takes them off). Where it cannot follow DDP (``static_graph=True``, a communication
+hook, ``requires_grad`` changed after wrapping, a ``.grad`` replaced after its backward, a forward that ran before
+the watch began), its report says so rather than guess.
 ``replicas_differ`` checks the result instead: called on every process (it is a collective), it names the
 parameters whose value or ``.grad`` is not the same on all of them.
 """
@@ -30,13 +32,14 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.nn.parallel.distributed import _find_tensors  # DDP's own search of a forward's outputs
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 SECOND_BACKWARD = "a backward after DDP had averaged this wrapper's gradients for its last forward (a second backward)"
 THROUGH_MODULE = "a backward from a forward through .module, which skipped the DDP wrapper"
@@ -69,9 +72,11 @@ class _Parameter:
     computed: int = 0                        # gradients computed for it since its wrapper's last forward
     accumulated: int = 0                     # of those, accumulated into .grad (autograd.grad never does)
     grad_seen: Optional[weakref.ref] = None  # the .grad tensor the last accumulation left
+    after_step: Optional[Tuple[weakref.ref, int]] = None  # its .grad and that tensor's version after the last step
     local: Dict[str, Optional[weakref.ref]] = field(default_factory=dict)  # how -> the .grad it went into
     stepped: Set[str] = field(default_factory=set)
     cleared: Set[str] = field(default_factory=set)                         # hows whose .grad was cleared
+    replaced: bool = False                   # a step used a .grad put there after the backward: cannot see it
 
 
 @dataclass
@@ -85,7 +90,8 @@ class _Wrapper:
     expecting: bool = False                  # a reduction is prepared and not finished
     expected: Set[int] = field(default_factory=set)
     marked: Set[int] = field(default_factory=set)
-    reductions: int = 0
+    reduced_since_forward: bool = False      # DDP wrote this iteration's averages into .grad
+    accumulated_since_forward: Set[int] = field(default_factory=set)
 
 
 def _reducer_parameters(model: DistributedDataParallel) -> Dict[str, nn.Parameter]:
@@ -95,8 +101,9 @@ def _reducer_parameters(model: DistributedDataParallel) -> Dict[str, nn.Paramete
 
 
 def _reached_leaves(output: Any) -> Set[int]:
-    """``id`` of every leaf tensor the autograd graph of ``output`` (tensors in any nesting) leads to."""
-    roots = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
+    """``id`` of every leaf tensor the autograd graph of ``output`` leads to, finding tensors in ``output`` as DDP
+    does (lists, tuples, dicts, dataclasses)."""
+    roots = [t.grad_fn for t in _find_tensors(output) if t.grad_fn is not None]
     seen, reached = set(), set()
     while roots:
         node = roots.pop()
@@ -110,21 +117,20 @@ def _reached_leaves(output: Any) -> Set[int]:
     return reached
 
 
-def _tensors(value: Any) -> List[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors(item)]
-    return []
-
-
-def _why_it_cannot_see(model: DistributedDataParallel) -> Optional[str]:
+def _why_it_cannot_see(model: DistributedDataParallel, watched: int) -> Optional[str]:
     if getattr(model, "static_graph", False):
         return "static_graph=True: DDP decides from its first iteration which gradients to wait for"
     if getattr(model, "_delay_all_reduce_all_params", False) or getattr(model, "_use_python_reducer", False):
         return "this wrapper reduces outside the reducer the watch follows"
+    if getattr(model, "_comm_hooks", None):
+        return "a communication hook decides what its all-reduce does with the gradients"
+    try:
+        reduced = int(model._get_ddp_logging_data().get("num_parameter_tensors", watched))
+    except Exception:  # a private call that may change between releases: then trust the count
+        reduced = watched
+    if reduced != watched:
+        return (f"DDP reduces {reduced} parameters and {watched} require grad now: requires_grad changed after DDP "
+                "wrapped the model")
     return None
 
 
@@ -145,18 +151,20 @@ class ReductionWatch:
         self._tensors: Dict[int, torch.Tensor] = {}
         self._handles: List[Any] = []
         for label, model in self.models.items():
-            parameters = {id(p): _Parameter(f"{label}.{name}", label) for name, p in _reducer_parameters(model).items()}
-            wrapper = _Wrapper(label, model, parameters, cannot_see=_why_it_cannot_see(model))
+            reduced = _reducer_parameters(model)
+            parameters = {id(p): _Parameter(f"{label}.{name}", label) for name, p in reduced.items()}
+            wrapper = _Wrapper(label, model, parameters, cannot_see=_why_it_cannot_see(model, len(reduced)))
             self._wrappers[label] = wrapper
             self._handles += [model.register_forward_pre_hook(self._wrapper_starts(wrapper)),
                               model.register_forward_hook(self._wrapper_ends(wrapper)),
                               model.module.register_forward_pre_hook(self._module_starts(wrapper))]
-            for parameter in _reducer_parameters(model).values():
+            for parameter in reduced.values():
                 self._owner[id(parameter)] = wrapper
                 self._tensors[id(parameter)] = parameter
                 self._handles.append(parameter.register_hook(self._computed(wrapper.parameters[id(parameter)])))
                 self._handles.append(parameter.register_post_accumulate_grad_hook(self._accumulated(wrapper)))
-        self._handles.append(register_optimizer_step_pre_hook(self._before_step))
+        # After the step, not before it: a closure passed to step() computes the gradients the step uses.
+        self._handles.append(register_optimizer_step_post_hook(self._after_step))
 
     # ------------------------------------------------------------------ forwards
 
@@ -170,7 +178,7 @@ class ReductionWatch:
             wrapper.entering = False
             if not torch.is_grad_enabled():
                 return
-            self._flush_autograd_grad(wrapper)
+            self._new_iteration(wrapper)
             if not wrapper.model.require_backward_grad_sync:
                 wrapper.last_forward = "no_sync"
                 return
@@ -186,9 +194,14 @@ class ReductionWatch:
             if wrapper.entering:                              # DDP's own call of its module
                 wrapper.entering = False
             elif torch.is_grad_enabled():
-                self._flush_autograd_grad(wrapper)
+                self._new_iteration(wrapper)
                 wrapper.last_forward = "module"
         return hook
+
+    def _new_iteration(self, wrapper: _Wrapper) -> None:
+        self._flush_autograd_grad(wrapper)
+        wrapper.reduced_since_forward = False
+        wrapper.accumulated_since_forward = set()
 
     # ------------------------------------------------------------------ gradients
 
@@ -202,6 +215,7 @@ class ReductionWatch:
             state = wrapper.parameters[id(parameter)]
             state.accumulated += 1
             state.grad_seen = weakref.ref(parameter.grad) if parameter.grad is not None else None
+            wrapper.accumulated_since_forward.add(id(parameter))
             if wrapper.expecting:
                 if id(parameter) in wrapper.marked or id(parameter) not in wrapper.expected:
                     return                                    # DDP raises "mark a variable ready only once"
@@ -217,7 +231,7 @@ class ReductionWatch:
     def _reduction_done(self, wrapper: _Wrapper) -> None:
         """DDP averages what ``.grad`` holds now, earlier local gradients included: they are no longer local."""
         wrapper.expecting = False
-        wrapper.reductions += 1
+        wrapper.reduced_since_forward = True
         for key in wrapper.marked:
             state = wrapper.parameters[key]
             self._forget_cleared(state, self._tensors[key])
@@ -227,34 +241,45 @@ class ReductionWatch:
         """Gradients computed but never accumulated since the last forward: torch.autograd.grad."""
         for key, state in wrapper.parameters.items():
             if state.computed > state.accumulated:
-                grad = self._tensors[key].grad
-                state.local[AUTOGRAD_GRAD] = weakref.ref(grad) if grad is not None else None
+                state.local[AUTOGRAD_GRAD] = None
             state.computed = state.accumulated = 0
 
     # ------------------------------------------------------------------ steps
 
-    def _before_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def _after_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         for group in optimizer.param_groups:
             for parameter in group["params"]:
                 wrapper = self._owner.get(id(parameter))
-                if wrapper is None or parameter.grad is None or not bool(parameter.grad.any()):
-                    continue                                  # no gradient, or zeros: the same on every rank
-                state = wrapper.parameters[id(parameter)]
-                if state.computed > state.accumulated:
-                    self._flush_autograd_grad(wrapper)
-                self._forget_cleared(state, parameter)
-                live = self._live_local(state, parameter)
-                state.stepped.update(live)
-                if wrapper.expecting and id(parameter) in wrapper.marked:
-                    state.stepped.add(NOT_YET.format(wrapper=wrapper.name, missing=self._missing(wrapper)))
-                elif not live and not getattr(wrapper.model, "gradient_as_bucket_view", False) and (
-                        state.grad_seen is None or state.grad_seen() is not parameter.grad):
-                    state.stepped.add(SET_BY_HAND if wrapper.last_forward else BEFORE_WATCH)
+                if wrapper is not None and parameter.grad is not None:
+                    self._judge_step(wrapper, wrapper.parameters[id(parameter)], parameter)
 
-    def _forget_cleared(self, state: _Parameter, parameter: torch.Tensor) -> None:
-        """Move the local gradients that ``.grad`` no longer holds (set to None, zeroed, replaced) to ``cleared``."""
+    def _judge_step(self, wrapper: _Wrapper, state: _Parameter, parameter: torch.Tensor) -> None:
+        """What the gradient this step used was: averaged, local (and how), not yet averaged, or unknown."""
+        if state.computed > state.accumulated:
+            self._flush_autograd_grad(wrapper)
+        grad = parameter.grad
+        unchanged = state.after_step is not None and state.after_step[0]() is grad \
+            and state.after_step[1] == grad._version            # the same .grad the last step used, untouched
+        accumulated = id(parameter) in wrapper.accumulated_since_forward
+        self._forget_cleared(state, parameter, keep_autograd_grad=not accumulated and not unchanged)
+        live = self._live_local(state, parameter)
+        state.stepped.update(live)
+        if wrapper.expecting and id(parameter) in wrapper.marked:
+            state.stepped.add(NOT_YET.format(wrapper=wrapper.name, missing=self._missing(wrapper)))
+        elif not live and not unchanged:
+            if not accumulated and not wrapper.reduced_since_forward:
+                state.stepped.add(SET_BY_HAND if wrapper.last_forward else BEFORE_WATCH)
+            elif accumulated and not getattr(wrapper.model, "gradient_as_bucket_view", False) and (
+                    state.grad_seen is not None and state.grad_seen() is not grad):   # (None: DDP wrote it)
+                state.replaced = True                         # clipping out of place, or set by hand
+        state.after_step = (weakref.ref(grad), grad._version)
+
+    def _forget_cleared(self, state: _Parameter, parameter: torch.Tensor, keep_autograd_grad: bool = False) -> None:
+        """Move the local gradients that ``.grad`` no longer holds (set to None, replaced) to ``cleared``."""
         live = self._live_local(state, parameter)
         for how in [how for how in state.local if how not in live]:
+            if how == AUTOGRAD_GRAD and keep_autograd_grad and parameter.grad is not None:
+                continue
             state.cleared.add(how)
             del state.local[how]
 
@@ -263,15 +288,16 @@ class ReductionWatch:
         return ", ".join(sorted(names)[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
     def _live_local(self, state: _Parameter, parameter: torch.Tensor) -> List[str]:
-        """The local gradients still in ``parameter.grad`` (it is not None nor zero, and still the tensor they went
-        into; with ``gradient_as_bucket_view=True`` the watch cannot tell the tensors apart and counts them all)."""
+        """The local gradients still in ``parameter.grad``: it is still the tensor they went into (a gradient of
+        torch.autograd.grad counts while no backward has accumulated into .grad since). With
+        ``gradient_as_bucket_view=True`` the watch cannot tell the tensors apart and counts them all."""
         grad = parameter.grad
-        if grad is None or not bool(grad.any()):
+        if grad is None:
             return []
         blind = bool(getattr(self._owner[id(parameter)].model, "gradient_as_bucket_view", False))
-        accumulated_last = state.grad_seen is not None and state.grad_seen() is grad
+        accumulated = id(parameter) in self._owner[id(parameter)].accumulated_since_forward
         return [how for how, ref in state.local.items()
-                if blind or (not accumulated_last if how == AUTOGRAD_GRAD else ref is not None and ref() is grad)]
+                if blind or (not accumulated if how == AUTOGRAD_GRAD else ref is not None and ref() is grad)]
 
     # ------------------------------------------------------------------ answers
 
@@ -296,8 +322,14 @@ class ReductionWatch:
                 for w in self._wrappers.values() if w.expecting and w.marked}
 
     def cannot_see(self) -> Dict[str, str]:
-        """Wrapper -> why the watch cannot follow its reductions."""
-        return {w.name: w.cannot_see for w in self._wrappers.values() if w.cannot_see}
+        """Wrapper or parameter -> why the watch cannot tell whether DDP averaged what a step used."""
+        found = {w.name: w.cannot_see for w in self._wrappers.values() if w.cannot_see}
+        for wrapper in self._wrappers.values():
+            for state in wrapper.parameters.values():
+                if state.replaced:
+                    found[state.name] = ("a step used a .grad put there after the backward (clipping out of place, "
+                                         "or set by hand): the watch cannot see whether it was averaged")
+        return found
 
     def report(self) -> str:
         """What DDP did not average, grouped by what became of it and how it arrived; or that it averaged all."""
@@ -307,8 +339,9 @@ class ReductionWatch:
                                "moved with its own gradient, so the replicas now differ unless every rank computed "
                                "the same.")),
                     (HELD, "Not averaged, still in .grad ({n}): a step now would use this rank's own gradient."),
-                    (CLEARED, ("Not averaged, but cleared before any step used them ({n}): the replicas did not "
-                               "move apart; that backward work was wasted."))]
+                    (CLEARED, ("Not averaged, but cleared before any torch.optim step used them ({n}): no optimizer "
+                               "step moved the replicas with them (an update written by hand, outside torch.optim, "
+                               "is invisible to the watch)."))]
         for fate, title in sections:
             by_how: Dict[str, List[str]] = {}
             for problem in found:
@@ -331,6 +364,7 @@ class ReductionWatch:
                 state.local.clear()
                 state.stepped.clear()
                 state.cleared.clear()
+                state.replaced = False
 
     def remove(self) -> None:
         """Take every hook off the models and the optimizers."""

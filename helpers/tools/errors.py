@@ -112,7 +112,7 @@ KINDS: dict[str, ErrorKind] = {
             pattern=re.compile(r"Expected to have finished reduction in the prior iteration before starting a new one"),
             explanation=(
                 "DDP averages a wrapper's gradients once every parameter it waits for got one in this iteration.\n"
-                "One that got none (an unused head, inputs= leaving part out) keeps it waiting; the next forward raises."
+                "An unused head, or inputs= leaving part out, keeps it waiting; the next forward with grad raises."
             ),
             notebook="08_past_one_machine",
         ),

@@ -7,12 +7,15 @@ and what really happened: ``replicas_differ`` on every model, after the steps.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.checkpoint import checkpoint
 
 from helpers.course.lesson08_past_one_machine.failures import BothModels, TwoHeads
 from helpers.course.lesson08_past_one_machine.recipes import global_batch
@@ -205,6 +208,181 @@ def _static_graph(rank: int, world_size: int):
     return watch, {"M1": m1}
 
 
+def _one_model(options: Dict[str, Any], step: Callable[..., None]) -> Scenario:
+    """M1 in DDP with ``options``, two iterations of ``step(d1, m1, opt, x, rank)``."""
+    def scenario(rank: int, world_size: int):
+        m1, _ = make_two_models(0)
+        d1 = DDP(m1, **options)
+        watch = ReductionWatch(M1=d1)
+        (opt,) = _sgd(m1)
+        for iteration in range(2):
+            step(d1, m1, opt, _shard(rank, world_size, iteration)[0], rank, iteration)
+        return watch, {"M1": m1}
+    return scenario
+
+
+def _plain(d1, m1, opt, x, rank, iteration):
+    opt.zero_grad()
+    own_term(d1(x)).backward()
+    opt.step()
+
+
+def _clipped_out_of_place(d1, m1, opt, x, rank, iteration):
+    opt.zero_grad()
+    own_term(d1(x)).backward()
+    for p in m1.parameters():
+        p.grad = p.grad.clamp(-0.05, 0.05)          # an averaged .grad, replaced by a new tensor
+    opt.step()
+
+
+def _autograd_grad_copied_in(d1, m1, opt, x, rank, iteration):
+    if iteration == 0:
+        return _plain(d1, m1, opt, x, rank, iteration)
+    opt.zero_grad(set_to_none=False)
+    grads = torch.autograd.grad(own_term(d1(x)), list(m1.parameters()))
+    for p, g in zip(m1.parameters(), grads):
+        p.grad.copy_(g)                             # the same .grad tensor, this rank's own values
+    opt.step()
+
+
+def _func_grads(d1, m1, opt, x, rank, iteration):
+    if iteration == 0:
+        return _plain(d1, m1, opt, x, rank, iteration)
+    weights = {name: p.detach() for name, p in m1.named_parameters()}
+    grads = torch.func.grad(lambda w: own_term(torch.func.functional_call(d1.module, w, (x,))))(weights)
+    for name, p in m1.named_parameters():
+        p.grad = grads[name]
+    opt.step()
+
+
+def _zero_on_rank_0(d1, m1, opt, x, rank, iteration):
+    if iteration == 0:
+        return _plain(d1, m1, opt, x, rank, iteration)
+    opt.zero_grad()
+    (rank * own_term(d1.module(x))).backward()     # rank 0's local gradient is all zeros
+    opt.step()
+
+
+def _copied_fix_in_a_closure(d1, m1, opt, x, rank, iteration):
+    def closure():
+        opt.zero_grad()
+        out = d1(x)
+        own_term(out).backward(retain_graph=True)
+        own_term(out).backward()
+        return own_term(out)
+    opt.step(closure)                               # the closure's gradients are computed inside step()
+
+
+def _no_average_hook(rank: int, world_size: int):
+    m1, _ = make_two_models(0)
+    d1 = DDP(m1)
+    d1.register_comm_hook(None, noop_hook)          # the buckets are never all-reduced
+    watch = ReductionWatch(M1=d1)
+    (opt,) = _sgd(m1)
+    _plain(d1, m1, opt, _shard(rank, world_size)[0], rank, 0)
+    return watch, {"M1": m1}
+
+
+def _frozen_after_wrapping(rank: int, world_size: int):
+    m1, _ = make_two_models(0)
+    d1 = DDP(m1)
+    m1[2].weight.requires_grad_(False)              # DDP still waits for it
+    watch = ReductionWatch(M1=d1)
+    (opt,) = _sgd(m1)
+    _plain(d1, m1, opt, _shard(rank, world_size)[0], rank, 0)
+    return watch, {"M1": m1}
+
+
+def _update_by_hand(rank: int, world_size: int):
+    m1, m2 = make_two_models(0)
+    d1, d2 = DDP(m1), DDP(m2)
+    watch = ReductionWatch(M1=d1, M2=d2)
+    l1, l2 = two_losses(d1(_shard(rank, world_size)[0]), d2(_shard(rank, world_size)[1]))
+    l1.backward(retain_graph=True)
+    l2.backward()
+    with torch.no_grad():                           # SGD written out: no torch.optim step to see
+        for p in [*m1.parameters(), *m2.parameters()]:
+            p -= 0.1 * p.grad
+            p.grad = None
+    return watch, {"M1": m1, "M2": m2}
+
+
+def _rank_dependent_head(rank: int, world_size: int):
+    """find_unused_parameters=True; head b feeds the loss on rank 1 only (DDP writes its average on rank 0 too)."""
+    model = DDP(TwoHeads(0), find_unused_parameters=True)
+    watch = ReductionWatch(heads=model)
+    (opt,) = _sgd(model.module)
+    a, b = model(_shard(rank, world_size)[0])
+    (own_term(a) if rank == 0 else own_term(a) + own_term(b)).backward()
+    opt.step()
+    return watch, {"heads": model.module}
+
+
+@dataclass
+class _Heads:
+    a: torch.Tensor
+    b: torch.Tensor
+
+
+class _DataclassHeads(TwoHeads):
+    def forward(self, x: torch.Tensor) -> _Heads:  # type: ignore[override]
+        return _Heads(*super().forward(x))
+
+
+def _dataclass_output_copied_fix(rank: int, world_size: int):
+    model = DDP(_DataclassHeads(0), find_unused_parameters=True)
+    watch = ReductionWatch(heads=model)
+    (opt,) = _sgd(model.module)
+    out = model(_shard(rank, world_size)[0])
+    l1, l2 = two_losses(out.a, out.b)
+    l1.backward(retain_graph=True)
+    l2.backward()
+    opt.step()
+    return watch, {"heads": model.module}
+
+
+class _Checkpointed(nn.Module):
+    def __init__(self, model: nn.Module, reentrant: bool) -> None:
+        super().__init__()
+        self.model, self.reentrant = model, reentrant
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return checkpoint(self.model, x, use_reentrant=self.reentrant)
+
+
+def _checkpointed(reentrant: bool, copied_fix: bool) -> Scenario:
+    def scenario(rank: int, world_size: int):
+        m1, _ = make_two_models(0)
+        d1 = DDP(_Checkpointed(m1, reentrant))
+        watch = ReductionWatch(M1=d1)
+        (opt,) = _sgd(m1)
+        x = _shard(rank, world_size)[0].requires_grad_(reentrant)
+        out = d1(x)
+        own_term(out).backward(retain_graph=copied_fix)
+        if copied_fix:
+            own_term(out).backward()
+        opt.step()
+        return watch, {"M1": d1.module}
+    return scenario
+
+
+def _scaled(rank: int, world_size: int):
+    """GradScaler: scale, backward, unscale_ and clip in place, scaler.step, update."""
+    m1, _ = make_two_models(0)
+    d1 = DDP(m1)
+    watch = ReductionWatch(M1=d1)
+    (opt,) = _sgd(m1)
+    scaler = torch.amp.GradScaler("cpu")
+    for iteration in range(2):
+        opt.zero_grad()
+        scaler.scale(own_term(d1(_shard(rank, world_size, iteration)[0]))).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(m1.parameters(), 0.5)
+        scaler.step(opt)
+        scaler.update()
+    return watch, {"M1": m1}
+
+
 SCENARIOS: Dict[str, Scenario] = {
     "per model, both restricted": _per_model("own", "own"),
     "per model, copied fix": _per_model("all", "all"),
@@ -222,6 +400,19 @@ SCENARIOS: Dict[str, Scenario] = {
     "accumulation, step inside no_sync": _accumulation(step_inside_no_sync=True),
     "unused head, find_unused_parameters=True": _unused_head,
     "static_graph=True": _static_graph,
+    "a comm hook that does not average": _no_average_hook,
+    "clipped out of place": _one_model({}, _clipped_out_of_place),
+    "autograd.grad copied into .grad": _one_model({}, _autograd_grad_copied_in),
+    "torch.func gradients, gradient_as_bucket_view=True": _one_model({"gradient_as_bucket_view": True}, _func_grads),
+    "zero local gradient on rank 0": _one_model({}, _zero_on_rank_0),
+    "copied fix in a closure": _one_model({}, _copied_fix_in_a_closure),
+    "frozen after wrapping": _frozen_after_wrapping,
+    "an update by hand": _update_by_hand,
+    "head b used on rank 1 only": _rank_dependent_head,
+    "dataclass output, copied fix": _dataclass_output_copied_fix,
+    "reentrant checkpoint": _checkpointed(reentrant=True, copied_fix=False),
+    "non-reentrant checkpoint, copied fix": _checkpointed(reentrant=False, copied_fix=True),
+    "GradScaler, clipping in place": _scaled,
 }
 
 
