@@ -98,6 +98,17 @@ def step_between(m1, m2, opt1, opt2, x1, x2):
     opt2.step()
 
 
+def full_second_backward(m1, m2, opt1, opt2, x1, x2):
+    """Wrong: L1 restricted to M1, then a full backward of L2, which reaches M1 after M1's wrapper has averaged."""
+    opt1.zero_grad()
+    opt2.zero_grad()
+    l1, l2 = two_losses(m1(x1), m2(x2))
+    l1.backward(retain_graph=True, inputs=list(m1.parameters()))
+    l2.backward()
+    opt1.step()
+    opt2.step()
+
+
 def module_bypass(m1, m2, opt1, opt2, x1, x2):
     opt1.zero_grad()
     opt2.zero_grad()

@@ -16,6 +16,8 @@ EXPECTED = {  # answer -> (status, fragments the diagnosis must contain)
     "two_forwards_detached": ("passed", []),
     "step_between": ("passed", []),  # L2's backward never passes through M1: stepping M1 first is harmless
     "seed_fix": ("failed", ["1 x L1 averaged + 1 x L2 of this rank's shard", "second backward"]),
+    "full_second_backward": ("failed", ["1 x L1 averaged + 1 x L2 of this rank's shard",
+                                        "after M1's DDP wrapper had written its averages"]),
     "sum_backward": ("failed", ["1 x L1 averaged + 1 x L2 averaged", "L2 reached M1"]),
     "agrad": ("failed", ["1 x L1 of this rank's shard", "never averaged"]),
     "module_bypass": ("failed", ["never averaged", ".module"]),

@@ -4,12 +4,17 @@
 ``GRADIENT_ACCUMULATION_STEPS`` micro-batches, ``accelerator.backward``, bf16 mixed precision, and each optimizer's
 ``step()`` and ``zero_grad()`` on every micro-batch (Accelerate skips them until the gradients are synchronised).
 Run on the processes of ``helpers.tools.spawn.run_distributed``: ``Accelerator`` joins their process group when
-``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` are set, as ``torchrun`` sets them. Accelerate is imported on the ranks
-only; the notebook's process never loads it.
+``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` are set, as ``torchrun`` sets them. That is Accelerate's DDP path
+(MULTI_CPU here, MULTI_GPU with a GPU per process); ``backward_paths`` reads from Accelerate's source what
+``accelerator.backward`` does on its other paths (DeepSpeed, Megatron-LM), which nothing here runs. Accelerate is
+imported on the ranks only; the notebook's process never loads it.
 """
 from __future__ import annotations
 
+import ast
+import inspect
 import os
+import textwrap
 from typing import Any, Callable, Dict, List
 
 import torch
@@ -17,7 +22,7 @@ from torch import nn
 
 from helpers.course.lesson05_chained_amp.chain import chain_losses, make_batch, make_tenc, make_unet
 from helpers.course.lesson08_past_one_machine.chained import ROWS_PER_RANK
-from helpers.course.lesson08_past_one_machine.replicas import Gradients
+from helpers.course.lesson08_past_one_machine.replicas import Gradients, peak_memory_mib
 
 GRADIENT_ACCUMULATION_STEPS = 2
 MIXED_PRECISION = "bf16"
@@ -79,10 +84,45 @@ def _record(optimizer: torch.optim.Optimizer, label: str, names: List[str], foun
     optimizer.register_step_pre_hook(hook)
 
 
-def accelerated_gradients(rank: int, world_size: int, seed: int = 0) -> Dict[str, Dict[str, Any]]:
-    """On one rank: each recipe in a diffusers-style Accelerate loop; what each optimizer really stepped with, and
-    what Accelerate set up (recipe name -> {"grads", "steps", "synchronised" per micro-batch, "wrapped",
-    "distributed", "processes", "mixed_precision"})."""
+def _calls(statements: List[ast.stmt]) -> List[str]:
+    """The calls these statements make, as written (``loss.backward(**kwargs)``, ``self.engine.step()``)."""
+    return [ast.unparse(node) for statement in statements for node in ast.walk(statement)
+            if isinstance(node, ast.Call)]
+
+
+def _branches(function: Callable[..., Any]) -> List[Dict[str, Any]]:
+    """Each branch of every ``if``/``elif``/``else`` in ``function``'s source: its test (``"else"`` for a final
+    else), the functions it calls, and whether it returns."""
+    found = []
+    for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(function)))):
+        if not isinstance(node, ast.If):
+            continue
+        arms = [(ast.unparse(node.test), node.body)]
+        if node.orelse and not (len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If)):
+            arms.append(("else", node.orelse))
+        for test, body in arms:
+            found.append({"test": test, "calls": _calls(body),
+                          "returns": any(isinstance(n, ast.Return) for s in body for n in ast.walk(s))})
+    return found
+
+
+def backward_paths() -> Dict[str, Any]:
+    """What ``Accelerator.backward`` does on each of its paths, read from the installed Accelerate's source:
+    ``"version"``, ``"branches"`` (``_branches`` of ``Accelerator.backward``), and under ``"deepspeed"`` every call
+    in its DeepSpeed wrapper's ``backward`` (``"calls"``) and that method's ``"branches"``."""
+    import accelerate
+    from accelerate.utils.deepspeed import DeepSpeedEngineWrapper
+
+    wrapper = ast.parse(textwrap.dedent(inspect.getsource(DeepSpeedEngineWrapper.backward))).body
+    return {"version": accelerate.__version__, "branches": _branches(accelerate.Accelerator.backward),
+            "deepspeed": {"calls": _calls(wrapper), "branches": _branches(DeepSpeedEngineWrapper.backward)}}
+
+
+def accelerated_gradients(rank: int, world_size: int, seed: int = 0) -> Dict[str, Any]:
+    """On one rank: each recipe in a diffusers-style Accelerate loop. Under ``"recipes"``, per recipe, what each
+    optimizer really stepped with and what Accelerate set up ({"grads", "steps", "synchronised" per micro-batch,
+    "wrapped", "distributed", "processes", "mixed_precision", "scaler"}); under ``"backward"``, ``backward_paths``;
+    and ``"peak MiB"``."""
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                       LOCAL_WORLD_SIZE=str(world_size))
     os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))  # else Accelerate resets the threads
@@ -114,8 +154,8 @@ def accelerated_gradients(rank: int, world_size: int, seed: int = 0) -> Dict[str
                        "synchronised": synchronised,
                        "wrapped": [type(m).__name__ for m in (tenc_p, unet_p)],
                        "distributed": str(accelerator.distributed_type), "processes": accelerator.num_processes,
-                       "mixed_precision": accelerator.mixed_precision}
-    return found
+                       "mixed_precision": accelerator.mixed_precision, "scaler": accelerator.scaler is not None}
+    return {"recipes": found, "backward": backward_paths(), "peak MiB": peak_memory_mib()}
 
 
 def accelerated_reference(seed: int, world_size: int) -> Gradients:

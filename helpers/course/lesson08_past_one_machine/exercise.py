@@ -45,14 +45,17 @@ OWN = {"M1": "L1", "M2": "L2"}
 OTHER = {"M1": "L2", "M2": "L1"}
 
 HINTS = (
-    "Under DDP a right step leaves both replicas with the same gradient: M1's is the gradient of L1 on the whole "
-    "global batch (each rank's own-shard gradient, averaged by DDP), M2's that of L2. Each optimizer steps once.",
-    "DDP averages a parameter's gradient only during the first backward after a forward, through hooks that fire "
-    "when a gradient is accumulated into .grad. A second backward into the same parameters adds gradients that stay "
-    "on their rank; torch.autograd.grad never reaches the hooks, so nothing is averaged.",
-    "Give each model one backward per forward: restrict L1's backward to M1's parameters with inputs= (and keep "
-    "the graph for the next one with retain_graph=True), then L2's backward to M2's parameters; or detach the other "
-    "model's output in each shared term and run one backward of the sum. Zero both optimizers first, step both last.",
+    ("Under DDP a right step leaves both replicas with the same gradient: M1's is the gradient of L1 on the whole "
+     "global batch (each rank's own-shard gradient, averaged by DDP), M2's that of L2. Each optimizer steps once."),
+    ("Each DDP wrapper marks a parameter ready when a backward accumulates a gradient into its .grad, and writes the "
+     "averages into .grad when all of the wrapper's parameters are ready, at the end of that backward. A gradient "
+     "that arrives after that stays on its rank, and nothing raises; one that arrives before it raises \"marked "
+     "ready twice\"; torch.autograd.grad never reaches the hooks, so nothing is averaged. Step an optimizer only "
+     "after its model's wrapper has averaged."),
+    ("Give each model one backward per forward: restrict L1's backward to M1's parameters with inputs= (and keep "
+     "the graph for the next one with retain_graph=True), then L2's backward to M2's parameters; or detach the other "
+     "model's output in each shared term and run one backward of the sum. Zero both optimizers first, step both "
+     "last."),
 )
 
 _ERROR_EXPLANATIONS = {
@@ -175,10 +178,10 @@ def _read_mixture(model: str, weights: Dict[str, float]) -> str:
             return (f"{got} DDP never averaged it: each rank stepped with its own shard's gradient, so the replicas "
                     "drift apart. torch.autograd.grad, a backward through the unwrapped model (.module) or one under "
                     "no_sync() fills .grad without DDP's all-reduce.")
-        return (f"{got} A second backward ran after DDP had already averaged: DDP all-reduces a parameter's gradient "
-                "once, in the first backward after a forward, and what a later backward adds stays on its rank, so "
-                "the replicas drift apart. Give each model exactly one backward pass per forward (inputs=, or the "
-                "other model's output detached).")
+        return (f"{got} A second backward added to it after {model}'s DDP wrapper had written its averages (a "
+                "wrapper averages once per forward, when every one of its parameters has a gradient), and what a "
+                "later backward adds stays on its rank, so the replicas drift apart. Give each model exactly one "
+                "backward pass per forward (inputs=, or the other model's output detached).")
     if _near(averaged[own], 1.0) and _near(averaged[other], -1.0):
         return (f"{got} That is the gradient of own({model.replace('M', 'O')}) alone: the shared term's gradient is "
                 f"missing, as when both outputs are detached in it. Detach only the *other* model's output in each "
@@ -225,7 +228,7 @@ def _diagnose_model(model: str, per_rank: List[Dict[str, Any]], previous: Option
         missing = [name for name, g in zip(per_rank[rank]["names"][model], grads) if g is None]
         if missing:
             return (f"On rank {rank}, {model}'s {', '.join(missing)} got no gradient. DDP waits for every parameter "
-                    "of a model before it averages, so the gradients that did arrive were not averaged either, and "
+                    "of a wrapper before it averages, so the gradients that did arrive were not averaged either, and "
                     "its next forward raises \"Expected to have finished reduction in the prior iteration\". Let "
                     f"{OWN[model]}'s backward reach all of {model}'s parameters (inputs= must list them all).")
     for rank, grads in enumerate(recorded):

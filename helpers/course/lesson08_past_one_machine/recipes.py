@@ -14,12 +14,20 @@ import torch
 from torch import nn
 
 from helpers.course.lesson08_past_one_machine.chained import chained_gradients
-from helpers.course.lesson08_past_one_machine.replicas import Gradients, flat_weights, named_grads, rank_device, wrap
+from helpers.course.lesson08_past_one_machine.replicas import (
+    Gradients,
+    flat_weights,
+    named_grads,
+    peak_memory_mib,
+    rank_device,
+    wrap,
+)
 from helpers.course.models import BATCH, make_inputs, make_two_models, own_term, shared_term, two_losses
 
 
 def _seed_fix(m1: nn.Module, m2: nn.Module, o1: torch.Tensor, o2: torch.Tensor) -> None:
-    """The widely copied fix: both backward passes through everything."""
+    """The widely copied fix from the first Q&A the course grew from (notebook 04): both backward passes through
+    everything."""
     l1, l2 = two_losses(o1, o2)
     l1.backward(retain_graph=True)
     l2.backward()
@@ -129,11 +137,13 @@ def every_recipe_drift(rank: int, world_size: int, steps: int = 4, seed: int = 0
 
 def measure_everything(rank: int, world_size: int, seed: int = 0, steps: int = 4) -> Dict[str, object]:
     """One process group for the notebook's measurements: ``"grads"`` (``recipe_gradients``), ``"shard"``
-    (``shard_gradients``), ``"weights"`` (``every_recipe_drift``), ``"watched"`` (``watched``) and ``"chained"``
-    (``chained.chained_gradients``)."""
-    from helpers.course.lesson08_past_one_machine import watched  # it imports failures, which imports this module
+    (``shard_gradients``), ``"weights"`` (``every_recipe_drift``), ``"reduction"`` (``reduction.measure``: one DDP
+    around both models), ``"watched"`` (``watched``), ``"chained"`` (``chained.chained_gradients``) and
+    ``"peak MiB"`` (this process's peak memory)."""
+    from helpers.course.lesson08_past_one_machine import reduction, watched  # both import failures, which imports this
 
     return {"grads": recipe_gradients(rank, world_size, seed), "shard": shard_gradients(rank, world_size, seed),
             "weights": every_recipe_drift(rank, world_size, steps, seed),
+            "reduction": reduction.measure(rank, world_size, seed),
             "watched": watched.watched(rank, world_size, RECIPES, global_batch, seed),
-            "chained": chained_gradients(rank, world_size, seed)}
+            "chained": chained_gradients(rank, world_size, seed), "peak MiB": peak_memory_mib()}

@@ -1,10 +1,12 @@
 """What every rank of a DDP run gives back, and how the ranks compare: with each other, and with a reference.
 
-Used on each rank (``rank_device``, ``wrap``, ``named_grads``, ``flat_weights``) and back in the notebook's process
+Used on each rank (``rank_device``, ``wrap``, ``reduction_finished``, ``peak_memory_mib``, ``named_grads``,
+``flat_weights``) and back in the notebook's process
 (``same``, ``recipe_table``, ``drift``).
 """
 from __future__ import annotations
 
+import sys
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
@@ -24,6 +26,26 @@ def wrap(model: nn.Module, rank: int, **options: object) -> DistributedDataParal
     """``model`` in DDP, on this rank's device (``options`` go to DDP: ``find_unused_parameters``, ...)."""
     device = rank_device(rank)
     return DistributedDataParallel(model.to(device), device_ids=[rank] if device.type == "cuda" else None, **options)
+
+
+def reduction_finished(model: DistributedDataParallel) -> bool:
+    """DDP's own check (``_check_reducer_finalized``, which raises when not) that the wrapper's reducer finished
+    this iteration's reduction: every bucket all-reduced and the averages written into ``.grad``."""
+    try:
+        model._check_reducer_finalized()
+    except RuntimeError:
+        return False
+    return True
+
+
+def peak_memory_mib() -> float:
+    """This process's peak resident memory so far, in MiB (``resource.getrusage``; 0 where it is missing)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0.0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes on macOS, KiB on Linux
 
 
 def named_grads(**models: nn.Module) -> Gradients:

@@ -1,8 +1,9 @@
-"""Show, in the notebook, the code the processes run: it lives in this package, since a spawned process imports it."""
+"""Show, in the notebook, the code the processes run (it lives in this package, since a spawned process imports
+it), and tables and summaries of what they sent back."""
 from __future__ import annotations
 
 import inspect
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from IPython.display import Code
 
@@ -38,3 +39,10 @@ def ranks_table(rows: Sequence[Tuple[str, bool, bool]], drifts: Optional[Dict[st
         lines.append(line)
     return "\n".join(lines)
 
+
+
+def run_summary(per_rank: Sequence[Mapping[str, Any]], seconds: float) -> str:
+    """One line on a distributed run: how many processes, how long it took, and each one's peak memory (the
+    ``"peak MiB"`` every worker of this package reports)."""
+    peaks = " and ".join(f"{rank['peak MiB']:.0f}" for rank in per_rank)
+    return f"This run: {len(per_rank)} processes, {seconds:.1f} s; peak memory per process {peaks} MiB"
