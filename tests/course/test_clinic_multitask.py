@@ -17,6 +17,7 @@ from helpers.course.lesson07_bug_clinic_continued.multitask import (
     same_gradients,
     split_optimizers,
     task_losses,
+    weights_after,
 )
 from helpers.tools.diagnosis import diagnose
 from helpers.tools.errors import KINDS
@@ -76,6 +77,26 @@ def test_with_a_one_layer_trunk_retain_graph_runs_and_steps_the_trunk_twice():
     loss_b.backward()
     opt_b.step()
     assert log.optimizers() == ["opt_a", "opt_b"]
+
+
+def test_weights_after_two_sgd_optimizers_land_where_one_summed_step_lands_adam_and_decay_do_not():
+    x, y_a, y_b = make_batch(seed=0)
+    sgd = weights_after(lambda ps: torch.optim.SGD(ps, lr=0.1), True, x, y_a, y_b, steps=0)
+    start_trunk, start_a, start_b = make_multitask_model(seed=0)
+    start = {**{f"trunk.{n}": p for n, p in start_trunk[:2].named_parameters()},
+             **{f"head_a.{n}": p for n, p in start_a.named_parameters()},
+             **{f"head_b.{n}": p for n, p in start_b.named_parameters()}}
+    assert sgd.keys() == start.keys() and all(torch.equal(sgd[n], start[n]) for n in start)
+
+    def lands_the_same(make_optimizer):
+        per_task, summed = (weights_after(make_optimizer, both, x, y_a, y_b) for both in (True, False))
+        moved = any(not torch.equal(per_task[n], start[n]) for n in start)
+        return moved and all(torch.allclose(per_task[n], summed[n], rtol=1e-4, atol=1e-6) for n in start)
+
+    assert lands_the_same(lambda ps: torch.optim.SGD(ps, lr=0.1))
+    assert lands_the_same(lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9))
+    assert not lands_the_same(lambda ps: torch.optim.SGD(ps, lr=0.1, weight_decay=0.1))
+    assert not lands_the_same(lambda ps: torch.optim.Adam(ps, lr=1e-2))
 
 
 def test_recomputing_the_forward_gives_task_b_the_gradient_at_moved_weights():

@@ -5,7 +5,8 @@ A small pre-trained teacher (``Linear -> BatchNorm1d -> ReLU -> Linear``) teache
 
     ``alpha * T**2 * KL(softmax(teacher / T) || softmax(student / T)) + (1 - alpha) * CE(student, y)``
 
-(Hinton et al., 2015: the ``T**2`` keeps the soft term's gradient the same size whatever ``T`` is).
+(Hinton et al., 2015: when the logits are small next to ``T``, the ``T**2`` keeps the soft term's gradient about the
+same size whatever ``T`` is; notebook 07 measures it for this teacher, ``T`` from 2 to 8).
 The teacher is a fixed function: the reference step computes its logits in eval mode, without recording.
 """
 from __future__ import annotations
@@ -107,7 +108,11 @@ def soft_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temper
 
 
 def frozen_copy(teacher: nn.Module) -> nn.Module:
-    """A copy of ``teacher`` in eval mode that records nothing; ``teacher`` itself is untouched."""
+    """A copy of ``teacher`` in eval mode whose parameters need no gradient; ``teacher`` itself is untouched.
+
+    Its forward records nothing as long as its input needs no gradient either; ``teacher_logits_fixed`` also runs
+    it under ``torch.no_grad()``.
+    """
     return copy.deepcopy(teacher).eval().requires_grad_(False)
 
 

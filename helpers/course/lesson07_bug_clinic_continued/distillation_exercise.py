@@ -343,8 +343,8 @@ _ERROR_EXPLANATIONS = {  # what each error means in this exercise
     ),
     "inplace-version": (
         "opt_teacher.step() changed the teacher's weights in place while the student's loss still led back through "
-        "the teacher's graph (retain_graph=True keeps saved tensors, not the weights they were saved from). Use "
-        "teacher_logits.detach() in the student's loss."
+        "the teacher's graph (that graph saved some of the teacher's weights themselves, not copies, and "
+        "retain_graph=True only keeps those references). Use teacher_logits.detach() in the student's loss."
     ),
     "does not require grad": (
         "A loss had no graph to run backward through. This teacher learns: its forward pass must be recorded (no "

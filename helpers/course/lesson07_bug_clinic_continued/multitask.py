@@ -3,7 +3,7 @@
 Task A is a regression (``mse_loss`` on head A's one output), task B a 3-class classification (``cross_entropy``
 on head B's logits). The trunk has two layers on purpose: its second Linear saves its own weight for backward,
 so stepping the trunk before task B's backward makes a saved tensor stale (error 2). A one-layer trunk saves
-only its input ``x``, and the same bug would run silently.
+only its input ``x``, and the same bug would run silently (``weights_after`` runs it for a few steps).
 
 The correct step (``reference_step``): one forward, every optimizer zeroed, one backward of ``loss_a + loss_b``,
 then the trunk stepped once with the summed gradient and each head with its own task's gradient.
@@ -11,7 +11,7 @@ then the trunk stepped once with the summed gradient and each head with its own 
 from __future__ import annotations
 
 import copy
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -86,6 +86,37 @@ def reference_step(trunk: nn.Module, head_a: nn.Module, head_b: nn.Module, opt_t
         optimizer.step()
 
 
+OptimizerFactory = Callable[[List[nn.Parameter]], torch.optim.Optimizer]
+
+
+def weights_after(make_optimizer: OptimizerFactory, per_task: bool, x: torch.Tensor, y_a: torch.Tensor,
+                  y_b: torch.Tensor, steps: int = 3, seed: int = 0) -> Dict[str, torch.Tensor]:
+    """Every parameter, by name, after ``steps`` steps on fresh models with a one-layer trunk (it raises nothing).
+
+    ``per_task``: case 2's loop, ``make_optimizer`` over trunk + head A and over trunk + head B, each task's
+    zero_grad, backward and step in turn (``retain_graph=True`` on the first). Otherwise one ``make_optimizer``
+    over everything, one backward of ``loss_a + loss_b``, one step.
+    """
+    trunk, head_a, head_b = make_multitask_model(seed=seed, device=x.device)
+    trunk = trunk[:2]                                   # the first Linear and ReLU: it saves none of its weights
+    if per_task:
+        optimizers = [make_optimizer([*trunk.parameters(), *head_a.parameters()]),
+                      make_optimizer([*trunk.parameters(), *head_b.parameters()])]
+    else:
+        optimizers = [make_optimizer([*trunk.parameters(), *head_a.parameters(), *head_b.parameters()])]
+    for _ in range(steps):
+        loss_a, loss_b = task_losses(head_a, head_b, trunk(x), y_a, y_b)
+        if per_task:
+            for optimizer, loss, retain in zip(optimizers, (loss_a, loss_b), (True, False)):
+                optimizer.zero_grad()
+                loss.backward(retain_graph=retain)
+                optimizer.step()
+        else:
+            optimizers[0].zero_grad()
+            (loss_a + loss_b).backward()
+            optimizers[0].step()
+    return {f"{part}.{name}": p.detach().clone() for part, module in
+            (("trunk", trunk), ("head_a", head_a), ("head_b", head_b)) for name, p in module.named_parameters()}
 
 
 def reference_gradients(trunk: nn.Module, head_a: nn.Module, head_b: nn.Module, x: torch.Tensor,
@@ -100,10 +131,6 @@ def reference_gradients(trunk: nn.Module, head_a: nn.Module, head_b: nn.Module, 
         return {"trunk": gradients_of(loss_a + loss_b, trunk), "trunk<-a": gradients_of(loss_a, trunk),
                 "trunk<-b": gradients_of(loss_b, trunk), "head_a": gradients_of(loss_a, head_a),
                 "head_b": gradients_of(loss_b, head_b)}
-
-
-
-
 
 
 def holding(module: nn.Module, weights: Sequence[torch.Tensor]) -> nn.Module:

@@ -213,8 +213,9 @@ def _diagnose_trunk_steps(records: List[Records], start: Dict[str, List[torch.Te
 
 _ERROR_EXPLANATIONS = {  # what error 1 or 2 means in this exercise
     "inplace-version": (
-        "The trunk was stepped (in place) while a later backward still needed its old weights: retain_graph=True "
-        "keeps the saved tensors, not the weights they were saved from. Run one backward of weight_a * loss_a + "
+        "The trunk was stepped (in place) while a later backward still needed its old weights: the graph saved some "
+        "of the trunk's weights themselves, not copies, and retain_graph=True only keeps those references. Run one "
+        "backward of weight_a * loss_a + "
         "weight_b * loss_b before any step."
     ),
     "backward-twice": (
