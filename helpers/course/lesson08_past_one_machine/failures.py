@@ -16,8 +16,14 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from helpers.course.lesson08_past_one_machine import find_unused
-from helpers.course.lesson08_past_one_machine.recipes import global_batch
-from helpers.course.lesson08_past_one_machine.replicas import Gradients, named_grads, peak_memory_mib, rank_device, wrap
+from helpers.course.lesson08_past_one_machine.replicas import (
+    Gradients,
+    global_batch,
+    named_grads,
+    peak_memory_mib,
+    rank_device,
+    wrap,
+)
 from helpers.course.models import make_two_models, own_term, two_losses
 
 

@@ -8,21 +8,23 @@ computes, in this process, what each model should receive: its own loss's gradie
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List
 
 import torch
 from torch import nn
 
+from helpers.course.lesson08_past_one_machine import reduction, watched
 from helpers.course.lesson08_past_one_machine.chained import chained_gradients
 from helpers.course.lesson08_past_one_machine.replicas import (
     Gradients,
     flat_weights,
+    global_batch,
     named_grads,
     peak_memory_mib,
     rank_device,
     wrap,
 )
-from helpers.course.models import BATCH, make_inputs, make_two_models, own_term, shared_term, two_losses
+from helpers.course.models import make_two_models, own_term, shared_term, two_losses
 
 
 def _seed_fix(m1: nn.Module, m2: nn.Module, o1: torch.Tensor, o2: torch.Tensor) -> None:
@@ -66,11 +68,6 @@ RECIPES: Dict[str, Callable[[nn.Module, nn.Module, torch.Tensor, torch.Tensor], 
 
 
 SHORT_NAMES = dict(zip(RECIPES, ("copied fix", "inputs= + retain_graph", "autograd.grad", "detach the other")))
-
-
-def global_batch(seed: int, world_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Inputs for M1 and M2: one batch of BATCH rows per rank."""
-    return make_inputs(seed, batch=BATCH * world_size)
 
 
 def recipe_gradients(rank: int, world_size: int, seed: int = 0) -> Dict[str, Gradients]:
@@ -140,7 +137,6 @@ def measure_everything(rank: int, world_size: int, seed: int = 0, steps: int = 4
     (``shard_gradients``), ``"weights"`` (``every_recipe_drift``), ``"reduction"`` (``reduction.measure``: one DDP
     around both models), ``"watched"`` (``watched``), ``"chained"`` (``chained.chained_gradients``) and
     ``"peak MiB"`` (this process's peak memory)."""
-    from helpers.course.lesson08_past_one_machine import reduction, watched  # both import failures, which imports this
 
     return {"grads": recipe_gradients(rank, world_size, seed), "shard": shard_gradients(rank, world_size, seed),
             "weights": every_recipe_drift(rank, world_size, steps, seed),

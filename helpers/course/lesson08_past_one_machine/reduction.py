@@ -14,9 +14,9 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from helpers.course.lesson08_past_one_machine.failures import BothModels
-from helpers.course.lesson08_past_one_machine.recipes import global_batch
 from helpers.course.lesson08_past_one_machine.replicas import (
     flat_weights,
+    global_batch,
     named_grads,
     rank_device,
     reduction_finished,

@@ -14,7 +14,14 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from helpers.course.models import BATCH, make_inputs
+
 Gradients = Dict[str, Optional[torch.Tensor]]  # "M1.0.weight" -> its gradient (None: none arrived)
+
+
+def global_batch(seed: int, world_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Inputs for M1 and M2: one batch of BATCH rows per rank."""
+    return make_inputs(seed, batch=BATCH * world_size)
 
 
 def rank_device(rank: int) -> torch.device:
