@@ -315,7 +315,7 @@ WRONG_ANSWERS = {
         (requires_grad_switched_off, "A loss had no graph to run backward through"),
         (requires_grad_off_for_targets_and_left_off, "switched off the teacher's requires_grad"),
         (teacher_steps_first_not_detached, "which the teacher's backward had already freed"),
-        (teacher_steps_first_retain_graph, "retain_graph=True keeps saved tensors"),
+        (teacher_steps_first_retain_graph, "retain_graph=True only keeps those references"),
         (one_backward_not_detached, "went into it without .detach()"),
         (second_teacher_forward_after_its_step, "computed after opt_teacher.step()"),
         (targets_from_a_second_forward_before_the_step, "The teacher ran 2 forward passes"),

@@ -292,7 +292,7 @@ WRONG_ANSWERS = {
         (detach_for_task_b, "loss_b never reached the trunk"),
         (trunk_stepped_per_task, "opt_trunk was stepped 2 times: first with task A's weighted gradient, then with "
                                  "task B's, taken at the trunk the first step had already moved"),
-        (per_task_backward_with_retain_graph, "retain_graph=True keeps the saved tensors, not the weights"),
+        (per_task_backward_with_retain_graph, "retain_graph=True only keeps those references"),
         (per_task_backward_without_retain_graph, "freed the trunk's part of the graph"),
         (head_b_after_the_trunk_moved, "Head B's gradient of loss_b was taken at the trunk after opt_trunk.step()"),
         (trunk_after_the_heads_moved, "The trunk's gradient was taken after the heads had stepped"),
