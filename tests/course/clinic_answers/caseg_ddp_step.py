@@ -8,7 +8,7 @@ OTHER_CORRECT = {"ddp_two_loss_step": [ddp_answers.right_detach]}
 
 WRONG_ANSWERS = {
     "ddp_two_loss_step": [
-        (ddp_answers.seed_fix, "A second backward ran after DDP had already averaged"),
+        (ddp_answers.seed_fix, "A second backward added to it after"),
         (ddp_answers.agrad, "DDP never averaged it"),
         (ddp_answers.swapped, "The losses are swapped"),
     ],
