@@ -10,6 +10,13 @@ Record the parameters right after the forward pass, then let ``diagnose`` compar
     record = record_parameters(model)          # a fingerprint of each parameter: cheap, no copy kept
     ema_update(model)                            # writes through .data
     diagnose(loss, model, recorded=record)       # "changed without a version bump: ..."
+
+A checkpointed block (``torch.utils.checkpoint``) is recomputed at backward time with the weights as they are then:
+with a record, ``diagnose`` reports a weight of that block changed since the forward pass (even with a bump).
+
+Out of reach of any record taken after the forward pass: a write through ``.data`` *inside* the forward (a custom
+spectral norm that assigns ``weight.data``), and a ``.data`` write on a saved activation (not a parameter) after it.
+Both change what backward reads without a version bump, and no record of the parameters shows them.
 """
 from __future__ import annotations
 
@@ -52,12 +59,21 @@ class ParameterRecord:
                 changed.append(name)
         return changed
 
+    def changed_since(self) -> List[str]:
+        """Names of the parameters whose values changed since the record, with a version bump or without."""
+        return [name for name, (tensor, version, digest) in self.entries.items()
+                if tensor._version != version or fingerprint(tensor) != digest]
+
     def __len__(self) -> int:
         return len(self.entries)
 
 
 def record_parameters(params: Any) -> ParameterRecord:
-    """Record every parameter's version and fingerprint now; ``params`` in any form the tools take."""
+    """Record every parameter's version and fingerprint now; ``params`` in any form the tools take.
+
+    Take it right after the forward pass. It sees parameters only: not a ``.data`` write made inside the forward (a
+    custom spectral norm assigning ``weight.data`` before the record), nor one on a saved activation after it.
+    """
     named = read_parameters(params)
     record = ParameterRecord(notes=list(named.notes))
     for name, tensor in named.tensors.items():

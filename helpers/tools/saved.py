@@ -5,6 +5,12 @@ error 2 when it was changed in place after saving. ``grad_fn._raw_saved_<name>.d
 checks (None once freed) on newer torch, which tells us which parameter a stale tensor belongs to. Older torch
 (2.4-2.6) has no ``.data`` there: we look for the parameter at that version and shape among those the node reads
 (directly, or through ``weight.t()``), then among all.
+
+Read-only: a saved tensor packed by a hook (``torch.utils.checkpoint(use_reentrant=False)``'s, or any
+``torch.autograd.graph.saved_tensors_hooks``) is never unpacked, since unpacking runs the hook (a checkpoint's
+recomputes its block: BatchNorm statistics move, the RNG advances). Such a tensor is reported as ``State.UNSEEN``.
+A custom ``autograd.Function``'s node (a reentrant checkpoint's, a ``torch.compile`` region's) is read through
+``saved_tensors``, which checks versions the same way.
 """
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, 
 
 import torch
 
-from helpers.tools import traversal
+from helpers.tools import regions, traversal
 from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.errors import KINDS, parse_version_error
 
@@ -28,6 +34,11 @@ class State(str, Enum):
     ALIVE = "alive"
     FREED = "freed"
     STALE = "stale"
+    UNSEEN = "unseen"  # packed by a hook (a checkpoint's): reading it would run the hook, so it is not read
+
+
+CHECKPOINT_UNSEEN = "inside a checkpoint: recomputed at backward time"
+HOOK_UNSEEN = "packed by a saved-tensor hook: not unpacked"
 
 
 @dataclass(frozen=True)
@@ -37,12 +48,14 @@ class SavedTensor:
     Attributes:
         node_name: the node's class name, e.g. ``AddmmBackward0``.
         attribute: the saved name, e.g. ``mat2``.
-        state: alive, freed by a backward pass, or stale (changed in place since it was saved).
+        state: alive, freed by a backward pass, stale (changed in place since it was saved), or unseen (packed by
+            a hook, e.g. inside a non-reentrant checkpoint: not read, since reading would run the hook).
         shape: its shape, or None once freed.
         version_saved: its version when the forward pass saved it (None once freed).
         version_now: its version now (None once freed).
         parameter: the named parameter it is, or is a view of (e.g. ``M2.2.weight``), else None.
         node: the grad_fn node itself.
+        reason: for an unseen tensor, why it was not read.
     """
 
     node_name: str
@@ -53,6 +66,7 @@ class SavedTensor:
     version_now: Optional[int]
     parameter: Optional[str]
     node: Any = field(compare=False, repr=False)
+    reason: str = ""
 
     @property
     def where(self) -> str:
@@ -61,7 +75,9 @@ class SavedTensor:
 
     @property
     def state_label(self) -> str:
-        """``alive v1``, ``freed`` or ``stale v1->v2``: readable without color."""
+        """``alive v1``, ``freed``, ``stale v1->v2`` or why it is unseen: readable without color."""
+        if self.state is State.UNSEEN:
+            return f"unseen ({self.reason})" if self.reason else "unseen"
         if self.state is State.FREED:
             return "freed"
         if self.state is State.STALE:
@@ -111,19 +127,38 @@ def _owner(tensor: Optional[torch.Tensor], names: Mapping[int, str]) -> Optional
 
 
 def _raw_entries(node: Any, attribute: str) -> List[Any]:
+    """The raw saved entries of ``attribute``; raises error 1 where a custom Function's node (a compiled region's)
+    was freed by a backward pass (its ``_raw_saved_tensors`` raises)."""
     try:
         raw = getattr(node, f"_raw{SAVED_PREFIX}{attribute}", None)
-    except RuntimeError:
+    except RuntimeError as error:
+        if KINDS["backward-twice"].matches(error):
+            raise
         return []
     if raw is None:
         return []
     return list(raw) if isinstance(raw, (list, tuple)) else [raw]
 
 
+def _attributes(node: Any) -> List[str]:
+    """The names of ``node``'s tensor-valued saved attributes (``mat1``; ``tensors`` for a custom Function's)."""
+    return sorted(a[len(f"_raw{SAVED_PREFIX}"):] for a in dir(node) if a.startswith(f"_raw{SAVED_PREFIX}"))
+
+
+def unpack_hook_reason(entry: Any) -> Optional[str]:
+    """Why a raw saved entry must not be unpacked (its unpack hook would run), or None when reading it is safe."""
+    hook = getattr(entry, "unpack_hook", None)
+    if hook is None:
+        return None
+    return CHECKPOINT_UNSEEN if getattr(hook, "__module__", "") == "torch.utils.checkpoint" else HOOK_UNSEEN
+
+
 def _read(node: Any, attribute: str) -> Tuple[List[Any], Optional[RuntimeError]]:
-    """Read ``node._saved_<attribute>``: its values, or the error it raises (error 1 or error 2)."""
+    """Read ``node._saved_<attribute>`` (a custom Function's ``saved_tensors``): its values, or the error it raises
+    (error 1 or error 2). Only for entries no hook packed (``unpack_hook_reason``)."""
+    name = f"{SAVED_PREFIX}{attribute}"
     try:
-        value = getattr(node, f"{SAVED_PREFIX}{attribute}")
+        value = getattr(node, name if hasattr(type(node), name) or attribute != "tensors" else "saved_tensors")
     except RuntimeError as error:
         return [], error
     return (list(value) if isinstance(value, (list, tuple)) else [value]), None
@@ -188,9 +223,21 @@ def saved_tensors_of(node: Any, params: Any = None) -> List[SavedTensor]:
 def _saved_tensors_of(node: Any, params: Mapping[str, torch.Tensor], names: Mapping[int, str]) -> List[SavedTensor]:
     name = type(node).__name__
     found = []
-    for attribute in sorted(a[len(SAVED_PREFIX):] for a in dir(node) if a.startswith(SAVED_PREFIX)):
-        entries = _raw_entries(node, attribute)  # only tensor-valued saved attributes have a raw form
+    packed_by_checkpoint = regions.checkpoint_packed(node)
+    for attribute in _attributes(node):
+        try:
+            entries = _raw_entries(node, attribute)  # only tensor-valued saved attributes have a raw form
+        except RuntimeError:  # freed by a backward pass: how many it held is gone with them
+            found.append(SavedTensor(name, attribute, State.FREED, None, None, None, None, node))
+            continue
         if not entries:
+            continue
+        reasons = [unpack_hook_reason(raw) for raw in entries]
+        if packed_by_checkpoint or any(reasons):  # never unpack: the hook would run (a checkpoint recomputes)
+            for index, reason in enumerate(reasons):
+                label = attribute if len(entries) == 1 else f"{attribute}[{index}]"
+                found.append(SavedTensor(name, label, State.UNSEEN, None, None, None, None, node,
+                                         reason or (CHECKPOINT_UNSEEN if packed_by_checkpoint else HOOK_UNSEEN)))
             continue
         values, error = _read(node, attribute)
         for index, raw in enumerate(entries):
@@ -227,13 +274,13 @@ def saved_tensors(
 
 
 def count_states(saved: Sequence[SavedTensor]) -> Mapping[State, int]:
-    """How many saved tensors are alive, freed and stale."""
+    """How many saved tensors are alive, freed, stale and unseen."""
     return {state: sum(1 for s in saved if s.state is state) for state in State}
 
 
 def iter_problems(saved: Sequence[SavedTensor]) -> Iterator[SavedTensor]:
-    """The saved tensors a backward pass would fail on: freed or stale."""
-    return (s for s in saved if s.state is not State.ALIVE)
+    """The saved tensors a backward pass would fail on: freed or stale (an unseen one is not known to be either)."""
+    return (s for s in saved if s.state in (State.FREED, State.STALE))
 
 
 def saved_bytes(outputs: Outputs, params: Any = ()) -> int:
@@ -241,14 +288,15 @@ def saved_bytes(outputs: Outputs, params: Any = ()) -> int:
 
     It counts activations and the inputs the graph saved (``params`` in any form the tools take; their storages are
     left out). It reads the graph and keeps nothing alive, unlike a saved-tensor pack hook that stores tensors.
-    Tensors saved by a custom autograd.Function are not seen.
+    Tensors packed by a hook (inside a non-reentrant checkpoint) are not unpacked, so not counted: a checkpoint
+    keeps its block's inputs, and recomputes the rest at backward time.
     """
     parameter_storages = {p.untyped_storage().data_ptr() for p in read_parameters(params).values()}
     storages: Dict[int, int] = {}
     for saved in saved_tensors(outputs):
         if saved.state is not State.ALIVE:
             continue
-        node_value = getattr(saved.node, f"{SAVED_PREFIX}{saved.attribute.split('[')[0]}")
+        node_value, _ = _read(saved.node, saved.attribute.split("[")[0])
         for value in node_value if isinstance(node_value, (tuple, list)) else [node_value]:
             if isinstance(value, torch.Tensor):
                 storage = value.untyped_storage()
