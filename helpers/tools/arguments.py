@@ -140,3 +140,128 @@ def read_inputs(inputs: Any) -> Tuple[Optional[List[Any]], List[str]]:
         return [pair[1] if (pair := _as_named_pair(item)) else item for item in inputs], []
     except Exception as error:  # an iterator that fails halfway
         return None, [f"could not read inputs ({type(error).__name__}: {error}); diagnosed without inputs="]
+
+
+def output_items(outputs: Any) -> List[Any]:
+    """The outputs as PyTorch's backward and autograd.grad pair them with gradients: in order, repeats kept."""
+    if isinstance(outputs, torch.Tensor):
+        return [outputs]
+    if isinstance(outputs, Mapping):
+        return list(outputs.values())
+    if isinstance(outputs, (list, tuple)):
+        return list(outputs)
+    return [outputs]
+
+
+@dataclass(frozen=True)
+class CallArguments:
+    """The keyword arguments of the call diagnosed, as PyTorch reads them.
+
+    Attributes:
+        autograd_grad: True for ``torch.autograd.grad``, False for ``backward``.
+        outputs: the outputs in the order PyTorch pairs them with gradients, repeats kept.
+        gradients: one entry per output as PyTorch pairs them (``None`` entries: made implicitly); None when
+            the argument was not given, or could not be read (``gradients_unreadable`` says why).
+        gradient_name: the name it was given under (``gradient``, ``grad_tensors`` or ``grad_outputs``).
+        gradients_unreadable: the type of a value PyTorch cannot iterate (``float`` for ``grad_outputs=1.0``).
+        retain_graph: whether the saved tensors stay alive after the call (``None`` means ``create_graph``).
+        create_graph: whether the gradients are themselves recorded.
+        allow_unused: whether an unreached input of autograd.grad is allowed (``materialize_grads`` implies it).
+        allow_unused_conflict: ``materialize_grads=True`` with ``allow_unused=False``, which PyTorch refuses.
+        is_grads_batched: whether the gradients' first dimension is a batch (autograd.grad only).
+        unexpected: keywords given that the call does not take, in the order of its signature.
+        notes: what else is worth saying about the arguments.
+    """
+
+    autograd_grad: bool = False
+    outputs: Tuple[Any, ...] = ()
+    gradients: Optional[Tuple[Any, ...]] = None
+    gradient_name: str = "gradient"
+    gradients_unreadable: Optional[str] = None
+    retain_graph: bool = False
+    create_graph: bool = False
+    allow_unused: bool = False
+    allow_unused_conflict: bool = False
+    is_grads_batched: bool = False
+    unexpected: Tuple[str, ...] = ()
+    notes: Tuple[str, ...] = ()
+
+
+def read_call(autograd_grad: bool, given: Mapping[str, Any]) -> CallArguments:
+    """Read the keywords of ``backward`` or ``torch.autograd.grad`` from ``given`` (name -> value).
+
+    Mirrors PyTorch: ``gradient`` is Tensor.backward's name, ``grad_tensors`` torch.autograd.backward's, and
+    ``grad_outputs`` autograd.grad's; ``retain_graph=None`` means ``create_graph``; ``materialize_grads=True``
+    means ``allow_unused=True`` and refuses ``allow_unused=False``; ``only_inputs`` is deprecated and ignored.
+    A keyword of the other call counts as given only when its value is not the default (a default passed on
+    purpose cannot be told from one left out).
+    """
+    backward_names = ("gradient", "grad_tensors")
+    grad_only = {"grad_outputs": None, "only_inputs": True, "allow_unused": None, "is_grads_batched": False,
+                 "materialize_grads": False}
+    notes: List[str] = []
+    if autograd_grad:
+        unexpected = tuple(name for name in backward_names if given.get(name) is not None)
+        names = ("grad_outputs",)
+    else:
+        unexpected = tuple(name for name, default in grad_only.items() if given.get(name, default) is not default)
+        names = backward_names
+    present = [name for name in names if given.get(name) is not None]
+    if len(present) > 1:
+        notes.append(f"{' and '.join(present)} are one argument under two names (Tensor.backward's and "
+                     f"torch.autograd.backward's); no call takes both: diagnosed with {present[0]}=.")
+    name = present[0] if present else names[0]
+    gradients, unreadable = _read_gradients(given.get(name))
+    create_graph = bool(given.get("create_graph"))
+    retain = given.get("retain_graph")
+    materialize = autograd_grad and bool(given.get("materialize_grads"))
+    allow_unused = given.get("allow_unused")
+    notes += _graph_notes(retain, create_graph, autograd_grad)
+    if autograd_grad and given.get("only_inputs", True) is False:
+        notes.append("only_inputs=False is deprecated and ignored (PyTorch warns): autograd.grad fills no .grad; "
+                     "use backward(inputs=...) for that.")
+    return CallArguments(
+        autograd_grad=autograd_grad,
+        outputs=tuple(output_items(given.get("outputs"))),
+        gradients=gradients,
+        gradient_name=name,
+        gradients_unreadable=unreadable,
+        retain_graph=create_graph if retain is None else bool(retain),
+        create_graph=create_graph,
+        allow_unused=autograd_grad and (bool(allow_unused) or (allow_unused is None and materialize)),
+        allow_unused_conflict=materialize and allow_unused is False,
+        is_grads_batched=autograd_grad and bool(given.get("is_grads_batched")),
+        unexpected=unexpected,
+        notes=tuple(notes),
+    )
+
+
+def _read_gradients(value: Any) -> Tuple[Optional[Tuple[Any, ...]], Optional[str]]:
+    """As PyTorch's ``_tensor_or_tensors_to_tuple``: None -> None, a tensor -> (it,), else ``tuple(value)``."""
+    if value is None:
+        return None, None
+    if isinstance(value, torch.Tensor):
+        return (value,), None
+    try:
+        return tuple(value), None
+    except TypeError:
+        return None, type(value).__name__
+
+
+def _graph_notes(retain: Optional[bool], create_graph: bool, autograd_grad: bool) -> List[str]:
+    """What retain_graph= and create_graph= mean for the next call (said only when given)."""
+    notes: List[str] = []
+    if create_graph:
+        kept = " The saved tensors stay alive for a next backward (retain_graph defaults to it)."
+        notes.append("create_graph=True: the gradients are recorded too (a penalty on them can be backpropagated)."
+                     + (kept if retain is None else ""))
+        if not autograd_grad:
+            notes.append("backward(create_graph=True) makes each .grad refer back to its parameter (a reference "
+                         "cycle PyTorch warns about); torch.autograd.grad(..., create_graph=True) avoids it.")
+    if retain:
+        notes.append("retain_graph=True: the saved tensors stay alive after this call, so a second backward "
+                     "through them can run (their memory is kept until the graph is dropped).")
+    elif retain is False and create_graph:
+        notes.append("retain_graph=False: this call frees the saved tensors of every node it runs, so a second "
+                     "backward through them raises error 1 even though create_graph=True.")
+    return notes

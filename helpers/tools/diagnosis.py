@@ -1,7 +1,8 @@
 """Predict, before calling backward, whether it will fail, and why.
 
-``diagnose`` checks what PyTorch checks, in PyTorch's order: the call itself (empty ``inputs=``, a non-scalar or
-grad-less output, an input that needs no grad), then every saved tensor of every node the backward would run
+``diagnose`` checks what PyTorch checks, in PyTorch's order: the call itself (a keyword it does not take, empty
+``inputs=``, each gradient's type, shape and complex-or-real against its output's, a non-scalar or grad-less output,
+an input that needs no grad), then every saved tensor of every node the backward would run
 (``helpers.tools.traversal`` holds the rule): freed by an earlier backward (error 1) or changed in place (error 2).
 With a record taken after the forward pass (``record_parameters``), it also finds parameters that changed without a
 version bump, which backward cannot notice at all.
@@ -16,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 
 from helpers.tools import traversal
-from helpers.tools.arguments import read_inputs, read_outputs, read_parameters
+from helpers.tools.arguments import CallArguments, read_call, read_inputs, read_outputs, read_parameters
 from helpers.tools.display import card_html
 from helpers.tools.errors import KINDS
 from helpers.tools.fingerprint import ParameterRecord
@@ -157,40 +158,116 @@ def _counted(places: Any) -> str:
     return ", ".join(f"{count} {place}" for place, count in counts.items())
 
 
-def _call_text(inputs: Optional[Sequence[Any]], autograd_grad: bool) -> str:
+def _call_text(inputs: Optional[Sequence[Any]], autograd_grad: bool, arguments: Optional[CallArguments] = None) -> str:
+    """The call as the report names it: ``backward(gradient=..., inputs=...)``, ``torch.autograd.grad(...)``."""
+    arguments = arguments or CallArguments(autograd_grad)
+    given = [f"{arguments.gradient_name}=..."] if arguments.gradients is not None else []
+    if arguments.create_graph:
+        given.append("create_graph=True")
+    if arguments.retain_graph and not arguments.create_graph:
+        given.append("retain_graph=True")
     if autograd_grad:
-        return "torch.autograd.grad(...)"
-    return "backward()" if inputs is None else "backward(inputs=...)"
+        given += [flag for flag, on in (("allow_unused=True", arguments.allow_unused),
+                                        ("is_grads_batched=True", arguments.is_grads_batched)) if on]
+        return f"torch.autograd.grad(..., {', '.join(given)})" if given else "torch.autograd.grad(...)"
+    if inputs is not None:
+        given.append("inputs=...")
+    return f"backward({', '.join(given)})"
 
 
-def _output_problems(outputs: List[torch.Tensor], output_notes: List[str]) -> List[str]:
-    """What is wrong with the outputs themselves, in the order PyTorch checks it."""
+# What PyTorch 2.13 says instead of the kind's own words, where its message for the case is another one.
+_GARBLED = ("PyTorch's message for a mismatch past the first output may come out garbled ('Boolean value of Tensor "
+            "with more than one value is ambiguous', 'The size of tensor a ... must match'): it builds the message "
+            "by comparing tensors with ==. The cause is this shape.")
+_ALLOWED_UNUSED = ("Some inputs are not reached from these outputs: allowed (allow_unused=True, or "
+                   "materialize_grads=True), they get None, or zeros of their shape with materialize_grads=True.")
+
+
+def _output_problems(outputs: List[torch.Tensor], output_notes: List[str],
+                     arguments: Optional[CallArguments] = None) -> Tuple[List[str], List[str]]:
+    """What is wrong with the outputs and their gradients, in the order PyTorch checks it, and notes.
+
+    The order of ``torch.autograd._make_grads`` (each output with its gradient in turn: the gradient's type,
+    shape, complex-or-real; or, given none, a scalar real output), then vmap's (``is_grads_batched``), then the
+    engine's (one gradient per output, every output in a graph).
+    """
     if output_notes:
-        return ["not-a-tensor"]
-    if any(t.requires_grad and t.numel() != 1 for t in outputs):
-        return ["non-scalar-output"]
-    if any(not t.requires_grad for t in outputs):
-        return ["no-grad-fn"]
+        return ["not-a-tensor"], []
+    arguments = arguments or CallArguments()
+    items = list(arguments.outputs) or outputs
+    if arguments.gradients_unreadable:
+        return ["grad-output-type"], [f"{arguments.gradient_name}= is a {arguments.gradients_unreadable}: PyTorch "
+                                      f"raises TypeError ('{arguments.gradients_unreadable}' object is not iterable)."]
+    grads = arguments.gradients if arguments.gradients is not None else (None,) * len(items)
+    batched = arguments.is_grads_batched
+    for index, (out, grad) in enumerate(zip(items, grads, strict=False)):  # as PyTorch: pairs, the rest left
+        if isinstance(grad, torch.Tensor):
+            if batched and grad.dim() == 0:
+                return ["batched-grad-outputs"], ["PyTorch raises IndexError (invalid index of a 0-dim tensor): "
+                                                  "a batched gradient needs a batch dimension."]
+            if (grad.shape[1:] if batched else grad.shape) != out.shape:
+                return ["grad-output-shape"], [] if index == 0 else [_GARBLED]
+            if out.dtype.is_complex != grad.dtype.is_complex:
+                return ["grad-output-complex"], []
+        elif grad is not None:
+            return ["grad-output-type"], []
+        elif out.requires_grad:
+            if out.numel() != 1:
+                return ["non-scalar-output"], []
+            if not out.dtype.is_floating_point:
+                return ["complex-output"], []
+    if batched:
+        problem = _batch_problem(items, grads)
+        if problem:
+            return ["batched-grad-outputs"], problem
+    if len(grads) < len(items):
+        return ["grad-output-count"], []
+    extra = [f"{len(grads) - len(items)} more {arguments.gradient_name}= entries than outputs: PyTorch ignores "
+             "the extra ones."] if len(grads) > len(items) else []
+    return (["no-grad-fn"] if any(not t.requires_grad for t in items) else []), extra
+
+
+def _batch_problem(items: List[torch.Tensor], grads: Sequence[Any]) -> List[str]:
+    """Why vmap refuses the gradients of ``is_grads_batched=True`` (a note), or [] when it takes them."""
+    if any(grad is None and out.requires_grad for out, grad in zip(items, grads, strict=False)):
+        return ["An output with no batched gradient gets PyTorch's ones_like(output), which has no batch "
+                "dimension: vmap refuses it (or, for a one-element output of one or more dimensions, the engine "
+                "raises 'invalid gradient at index ...')."]
+    sizes = sorted({grad.shape[0] for grad in grads if isinstance(grad, torch.Tensor)})
+    if len(sizes) > 1:
+        return [f"The batched gradients have {len(sizes)} different batch sizes ({sizes}): vmap needs one."]
     return []
 
 
 def _call_problems(outputs: List[torch.Tensor], output_notes: List[str], inputs: Optional[List[Any]],
-                   autograd_grad: bool) -> List[str]:
-    """The errors PyTorch raises before running any node, in the order it checks them.
+                   autograd_grad: bool, arguments: Optional[CallArguments] = None) -> Tuple[List[str], List[str]]:
+    """The errors PyTorch raises before running any node, in the order it checks them, and notes about them.
 
-    ``autograd.grad`` with empty inputs: newer torch says so first, older torch (2.4) checks the outputs first, so
-    both are named.
+    A keyword the call does not take first (Python refuses the call), then autograd.grad's
+    ``materialize_grads``/``allow_unused`` clash. ``autograd.grad`` with empty inputs: newer torch says so first,
+    older torch (2.4) checks the outputs first, so both are named.
     """
-    output_problems = _output_problems(outputs, output_notes)
+    arguments = arguments or CallArguments(autograd_grad)
+    if arguments.unexpected:
+        name = arguments.unexpected[0]
+        other = ("backward()'s; torch.autograd.grad calls it grad_outputs=" if autograd_grad else
+                 "torch.autograd.grad's (diagnose(..., autograd_grad=True)); backward() has gradient= for grad_outputs")
+        return ["unexpected-keyword"], [f"{name}= is {other}."]
+    if arguments.allow_unused_conflict:
+        return ["materialize-needs-allow-unused"], []
+    output_problems, notes = _output_problems(outputs, output_notes, arguments)
     if inputs is not None and len(inputs) == 0:
-        return ["empty-inputs", *output_problems[:1]] if autograd_grad else ["empty-inputs"]
+        return (["empty-inputs", *output_problems[:1]] if autograd_grad else ["empty-inputs"]), []
     if output_problems:
-        return output_problems[:1]
+        return output_problems[:1], notes
     if inputs is not None and any(not isinstance(t, torch.Tensor) for t in inputs):
-        return ["input-not-a-tensor"]
+        return ["input-not-a-tensor"], notes
     if inputs is not None and any(not t.requires_grad for t in inputs):
-        return ["input-needs-no-grad"]
-    return []
+        return ["input-needs-no-grad"], notes
+    if arguments.is_grads_batched:
+        notes.append("is_grads_batched=True: the backward runs once per row of grad_outputs, under vmap. Not seen "
+                     "from here: whether every backward formula on its way runs under vmap.")
+    return [], notes
 
 
 def diagnose(
@@ -200,8 +277,21 @@ def diagnose(
     *,
     recorded: Optional[ParameterRecord] = None,
     autograd_grad: bool = False,
+    gradient: Any = None,
+    grad_tensors: Any = None,
+    grad_outputs: Any = None,
+    retain_graph: Optional[bool] = None,
+    create_graph: bool = False,
+    allow_unused: Optional[bool] = None,
+    is_grads_batched: bool = False,
+    materialize_grads: bool = False,
+    only_inputs: bool = True,
 ) -> Diagnosis:
-    """Say whether ``backward`` from ``outputs`` will fail, and why, without running it.
+    """Say whether ``backward`` (or ``torch.autograd.grad``) from ``outputs`` will fail, and why, without running it.
+
+    Pass the call's own arguments under the call's own names, with PyTorch's meaning and defaults:
+    ``loss.backward(g)`` is ``diagnose(loss, gradient=g)``, ``torch.autograd.grad(out, x, grad_outputs=g,
+    create_graph=True)`` is ``diagnose(out, inputs=x, autograd_grad=True, grad_outputs=g, create_graph=True)``.
 
     Args:
         outputs: the loss (or losses: a list, or a dict by name) you are about to call backward on.
@@ -210,26 +300,45 @@ def diagnose(
         inputs: what you will pass as ``backward(inputs=...)`` (or to ``torch.autograd.grad``).
         recorded: ``record_parameters(...)`` taken after the forward pass, to find changes no version counter shows.
         autograd_grad: diagnose ``torch.autograd.grad(outputs, inputs)`` instead of ``backward``.
+        gradient: Tensor.backward's gradient (``grad_tensors`` is torch.autograd.backward's name for it): a tensor
+            of each output's shape, one per output; without it every output must be a real scalar.
+        grad_outputs: the same for torch.autograd.grad. Given to the other call, either name is the TypeError
+            PyTorch raises.
+        retain_graph: keep the saved tensors alive after the call (None: as ``create_graph``). Said in the notes;
+            it changes the next call, not this one.
+        create_graph: record the gradients too (for a gradient penalty); implies ``retain_graph``.
+        allow_unused: autograd.grad only: an input the outputs do not reach gets None instead of an error.
+        is_grads_batched: autograd.grad only: each grad_outputs tensor has a batch dimension first.
+        materialize_grads: autograd.grad only: unused inputs get zeros; implies ``allow_unused`` and refuses
+            ``allow_unused=False``.
+        only_inputs: autograd.grad only; deprecated and ignored by PyTorch.
 
-    Never raises: what it cannot read becomes a note in the report.
+    The autograd.grad-only keywords given to a backward count only when not at their defaults: a default passed
+    on purpose cannot be told from one left out. Never raises: what it cannot read becomes a note in the report.
     """
     try:
-        return _diagnose(outputs, params, inputs, recorded, autograd_grad)
+        arguments = read_call(autograd_grad, {
+            "outputs": outputs, "gradient": gradient, "grad_tensors": grad_tensors, "grad_outputs": grad_outputs,
+            "retain_graph": retain_graph, "create_graph": create_graph, "allow_unused": allow_unused,
+            "is_grads_batched": is_grads_batched, "materialize_grads": materialize_grads, "only_inputs": only_inputs})
+        return _diagnose(outputs, params, inputs, recorded, autograd_grad, arguments)
     except Exception as error:  # a graph this tool cannot read: say so rather than stop the learner's cell
         return Diagnosis([], None, notes=(f"diagnose could not read this graph ({type(error).__name__}: {error}).",))
 
 
 def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[ParameterRecord],
-              autograd_grad: bool) -> Diagnosis:
+              autograd_grad: bool, arguments: Optional[CallArguments] = None) -> Diagnosis:
+    arguments = arguments or CallArguments(autograd_grad)
     read_out = read_outputs(outputs)
     named = read_parameters(params)
     input_list, input_notes = read_inputs(inputs)
     tensors = read_out.values()
-    notes = [*read_out.notes, *named.notes, *input_notes]
+    notes = [*read_out.notes, *named.notes, *input_notes, *arguments.notes]
     if autograd_grad and input_list is None:
         notes.append("torch.autograd.grad needs inputs: diagnosed as backward() over every leaf.")
-    call = _call_text(input_list, autograd_grad)
-    call_errors = _call_problems(tensors, read_out.notes, input_list, autograd_grad)
+    call = _call_text(input_list, autograd_grad, arguments)
+    call_errors, call_notes = _call_problems(tensors, read_out.notes, input_list, autograd_grad, arguments)
+    notes += call_notes
     if call_errors:
         return Diagnosis([], call_errors[0], tuple(call_errors), notes=tuple(notes), call=call)
 
@@ -243,7 +352,10 @@ def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[Paramet
     if wanted is not None:
         notes += _unreached(tensors, wanted, autograd_grad, possible)
         if autograd_grad and not possible and _unused(tensors, wanted):
-            possible = ["unused-input"]
+            if arguments.allow_unused:
+                notes.append(_ALLOWED_UNUSED)
+            else:
+                possible = ["unused-input"]
     silent = _silent_changes(running, saved_by_node, recorded) if recorded is not None else []
     if recorded is not None:
         notes += recorded.notes

@@ -73,7 +73,8 @@ KINDS: dict[str, ErrorKind] = {
             name="leaf-inplace",
             title="An in-place operation on a leaf that requires grad",
             exception_type=RuntimeError,
-            pattern=re.compile(r"a (?:view of a )?leaf Variable that requires grad (?:is being|has been) used in an in-place operation"),
+            pattern=re.compile(r"a (?:view of a )?leaf Variable that requires grad (?:is being|has been) used in an "
+                               r"in-place operation"),
             explanation=(
                 "Parameters are leaves: autograd forbids changing them in place while it records.\n"
                 "Change them under torch.no_grad(), as optimizers do."
@@ -95,9 +96,11 @@ KINDS: dict[str, ErrorKind] = {
             name="unused-input",
             title="autograd.grad asked for a tensor the output does not depend on",
             exception_type=RuntimeError,
-            # "One of the differentiated Tensors appears ..." until 2.12; "The differentiated Tensor at index 1 appears ..." since.
+            # "One of the differentiated Tensors appears ..." until 2.12;
+            # "The differentiated Tensor at index 1 appears ..." since.
             pattern=re.compile(
-                r"(?:One of the differentiated Tensors|The differentiated Tensor at index \d+) appears to not have been used in the graph"
+                r"(?:One of the differentiated Tensors|The differentiated Tensor at index \d+) "
+                r"appears to not have been used in the graph"
             ),
             explanation=(
                 "The output you differentiated does not depend on one of the inputs you listed.\n"
@@ -185,6 +188,93 @@ KINDS: dict[str, ErrorKind] = {
             exception_type=Exception,
             pattern=re.compile(r"has no attribute 'backward'"),
             explanation="Only a tensor computed with grad on has a backward(): check what your loss function returns.",
+        ),
+        # Errors of the call's other arguments: gradient= / grad_outputs= and the keywords of the other call.
+        ErrorKind(
+            name="unexpected-keyword",
+            title="A keyword argument this call does not take",
+            exception_type=TypeError,
+            pattern=re.compile(r"got an unexpected keyword argument '\w+'"),
+            explanation=(
+                "backward() takes gradient=, retain_graph=, create_graph=, inputs=; torch.autograd.grad takes\n"
+                "grad_outputs=, allow_unused=, is_grads_batched=, materialize_grads= (and retain/create_graph) too."
+            ),
+        ),
+        ErrorKind(
+            name="materialize-needs-allow-unused",
+            title="materialize_grads=True with allow_unused=False",
+            exception_type=ValueError,
+            pattern=re.compile(r"Expected allow_unused to be True or not passed when materialize_grads=True"),
+            explanation=(
+                "materialize_grads=True returns zeros for unused inputs, which means allowing them.\n"
+                "Leave allow_unused= out (or pass True)."
+            ),
+        ),
+        ErrorKind(
+            name="grad-output-type",
+            title="A gradient that is neither a tensor nor None",
+            exception_type=TypeError,
+            pattern=re.compile(r"gradients can be either Tensors or None, but got \w+"),
+            explanation=(
+                "gradient= / grad_outputs= takes a tensor, or a sequence with one tensor (or None) per output.\n"
+                "A number is not accepted: write torch.ones_like(output) or torch.tensor(1.0)."
+            ),
+        ),
+        ErrorKind(
+            name="grad-output-shape",
+            title="A gradient whose shape is not its output's",
+            exception_type=RuntimeError,
+            # The same words since PyTorch 1.x; the second alternative is the is_grads_batched=True wording.
+            pattern=re.compile(r"Mismatch in shape: grad_output\[\d+\] has a shape of torch\.Size\(\[[\d, ]*\]\) "
+                               r"and output\[\d+\] has a shape of torch\.Size\(\[[\d, ]*\]\)|"
+                               r"If `is_grads_batched=True`, we interpret the first dimension of each grad_output "
+                               r"as the batch dimension"),
+            explanation=(
+                "Each gradient given for an output must have exactly that output's shape (no broadcasting):\n"
+                "torch.ones_like(output); with is_grads_batched=True, a batch dimension first, then that shape."
+            ),
+        ),
+        ErrorKind(
+            name="grad-output-complex",
+            title="A complex gradient for a real output, or a real one for a complex output",
+            exception_type=RuntimeError,
+            pattern=re.compile(r"For complex Tensors, both grad_output and output are required to have the same dtype"),
+            explanation=(
+                "A gradient and its output must both be complex or both be real\n"
+                "(float64 for a float32 output is fine: PyTorch casts it)."
+            ),
+        ),
+        ErrorKind(
+            name="grad-output-count",
+            title="Fewer gradients than outputs",
+            exception_type=RuntimeError,
+            pattern=re.compile(r"got \d+ tensors and \d+ gradients"),
+            explanation=(
+                "gradient= / grad_outputs= needs one entry per output (None for a scalar one).\n"
+                "A single tensor counts as one entry, whatever its shape."
+            ),
+        ),
+        ErrorKind(
+            name="complex-output",
+            title="backward() from a complex output without a gradient",
+            exception_type=RuntimeError,
+            pattern=re.compile(r"grad can be implicitly created only for real scalar outputs"),
+            explanation=(
+                "Without a gradient argument PyTorch starts from 1.0, which only makes sense for a real output.\n"
+                "Take .real, .abs() or a real-valued loss first, or pass a complex gradient=."
+            ),
+        ),
+        ErrorKind(
+            name="batched-grad-outputs",
+            title="is_grads_batched=True without one batch of gradients for every output",
+            exception_type=ValueError,
+            pattern=re.compile(r"vmap\(vjp, in_dims=0, \.\.\.\)\(<inputs>\): Got in_dim=0 for some input, but that "
+                               r"input is a Tensor of dimensionality 0|"
+                               r"vmap: Expected all tensors to have the same size in the mapped dimension"),
+            explanation=(
+                "is_grads_batched=True runs the backward once per row of grad_outputs' first dimension:\n"
+                "every output needs a grad_outputs tensor with the same number of rows."
+            ),
         ),
     )
 }
