@@ -1,8 +1,11 @@
-"""Drawing an autograd graph: a thin, never-crashing layer over torchviz, and the module view for big graphs.
+"""Drawing an autograd graph in torchviz's look, never crashing on a graph, and the module view for big graphs.
 
-torchviz 0.0.3 does ``from distutils.version import LooseVersion``, and Python 3.12 removed distutils:
-we lend it a tiny stand-in for the length of the import. Without the graphviz ``dot`` program we show
-the same graph as text, with how to install graphviz.
+The walk is our own (``graph_digraph``): torchviz reads a custom node's ``saved_tensors``, which raises once a
+backward freed them (a checkpoint's or a compiled region's node), and reading a non-reentrant checkpoint's saved
+tensors would recompute the block. A checkpointed or compiled region is drawn as one labelled box.
+torchviz itself stays importable for the lessons that show it: torchviz 0.0.3 does ``from distutils.version import
+LooseVersion``, and Python 3.12 removed distutils: we lend it a tiny stand-in for the length of the import.
+Without the graphviz ``dot`` program we show the same graph as text, with how to install graphviz.
 
 Readable at any size: a picture is never shrunk, neither by graphviz (no graph ``size``) nor by JupyterLab
 (``unconfined`` metadata: the output scrolls instead), so its text stays at its font size, at least 9 pt.
@@ -26,9 +29,17 @@ from torch import nn
 
 from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.display import card_html, pre_html
-from helpers.tools.module_calls import module_calls, module_types
-from helpers.tools.module_graph import inside_digraph, module_digraph, module_text
-from helpers.tools.saved import graph_nodes
+from helpers.tools.module_calls import Box, module_calls, module_types
+from helpers.tools.module_graph import (
+    REGION_NOTES,
+    REGION_STYLE,
+    inside_digraph,
+    module_digraph,
+    module_text,
+    region_boxes,
+)
+from helpers.tools.regions import opaque_region
+from helpers.tools.traversal import children, graph_nodes
 
 INSTALL_GRAPHVIZ = (
     "Install graphviz's `dot` program to see pictures: "
@@ -130,7 +141,7 @@ def graph_as_text(
     nodes = graph_nodes(list(named_outputs.values()))
     numbers = {id(node): index for index, node in enumerate(nodes, 1)}
     output_labels: Dict[int, str] = {}
-    for index, (name, tensor) in enumerate(named_outputs.items(), 1):
+    for name, tensor in named_outputs.items():
         if tensor.grad_fn is not None:
             label = name if name.startswith("output") else f"output {name}"
             output_labels.setdefault(id(tensor.grad_fn), f"  ({label})")
@@ -142,6 +153,9 @@ def graph_as_text(
             label += f"  {param_names.get(id(variable), 'leaf')} {list(variable.shape)}"
         if tag is not None:
             label += f"  ({tag(node)})"
+        region = opaque_region(node)
+        if region is not None:
+            label += f"  [{region}: {REGION_NOTES[region].replace(chr(10), ' ')}]"
         children = [f"[{numbers[id(child)]}]" for child, _ in node.next_functions if child is not None]
         arrow = f"  -> {', '.join(children)}" if children else ""
         lines.append(f"[{numbers[id(node)]}] {label}{output_labels.get(id(node), '')}{arrow}")
@@ -149,19 +163,138 @@ def graph_as_text(
     return "\n".join(lines) if lines else "(no graph: these tensors have no grad_fn)"
 
 
+# ---------------------------------------------------------------- arguments in the wrong roles
+# The three drawings take different things in their second place: draw_graph(outputs, params) and
+# draw_module_graph(outputs, params) the models, draw_saved_graph(losses, model_outputs, params) each model's output
+# tensor. Passed in another's order, the modules would silently be read as outputs (and drop every parameter name)
+# or output tensors as parameters (and label nothing). Each *_mistake function returns what is wrong and the right
+# call, or None; the drawings then refuse to draw (they never raise) and show that message instead.
+
+
+def _modules_in(value: Any) -> List[str]:
+    """The names of the modules in ``value`` (a module, or modules in a dict, list or tuple)."""
+    if isinstance(value, nn.Module):
+        return [type(value).__name__.lower()]
+    if isinstance(value, Mapping):
+        return [str(key) for key, item in value.items() if isinstance(item, nn.Module)]
+    if isinstance(value, (list, tuple)):
+        return [f"model{index}" for index, item in enumerate(value, 1) if isinstance(item, nn.Module)]
+    return []
+
+
+def _computed_tensors_in(value: Any) -> List[str]:
+    """The names of the tensors in ``value`` that the graph computed (they have a grad_fn): outputs, not leaves."""
+    if isinstance(value, torch.Tensor):
+        return ["output"] if value.grad_fn is not None else []
+    if isinstance(value, Mapping):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = [(f"output{index}", item) for index, item in enumerate(value, 1)]
+    else:
+        return []
+    computed = [str(key) for key, item in items if isinstance(item, torch.Tensor) and item.grad_fn is not None]
+    tensors = [item for _, item in items if isinstance(item, torch.Tensor)]
+    return computed if computed and len(computed) == len(tensors) == len(items) else []
+
+
+def _parameters_only(value: Any) -> bool:
+    """True for a dict or list of parameters (``named_parameters(...)``, ``list(model.parameters())``)."""
+    items = list(value.values()) if isinstance(value, Mapping) else list(value) if isinstance(value, (list, tuple)) \
+        else []
+    return bool(items) and all(isinstance(item, nn.Parameter) for item in items)
+
+
+def _by_name(names: List[str], suffix: str = "") -> str:
+    return "{" + ", ".join(f'"{name}": {name}{suffix}' for name in names) + "}"
+
+
+def _outputs_spelled(outputs: Any) -> str:
+    if isinstance(outputs, Mapping) and outputs:
+        return _by_name([str(key) for key in outputs])
+    return "loss"
+
+
+def draw_graph_mistake(outputs: Any, params: Any, full: Any, name: str = "draw_graph") -> Optional[str]:
+    """What is wrong when ``draw_graph(outputs, params, full)`` got its arguments in the wrong roles, else None."""
+    mistake = _outputs_mistake(name, outputs)
+    if mistake is not None:
+        return mistake
+    computed = _computed_tensors_in(params)
+    if computed:
+        return (
+            f"{name}(outputs, params): params names the leaves (modules or parameters), but you passed tensors the "
+            f"graph computed ({', '.join(computed)}): in draw_saved_graph's order? Pass the modules: "
+            f"{name}({_outputs_spelled(outputs)}, {_by_name(computed)}) with each name's module, or, to box nodes "
+            f"by model output, draw_saved_graph({_outputs_spelled(outputs)}, {_by_name(computed, '_output')}, "
+            f"{_by_name(computed)})")
+    if not (full is None or isinstance(full, bool)):
+        return (f"{name}(outputs, params, full): full is True, False or None, not {type(full).__name__}: "
+                f"in draw_saved_graph's order (losses, model_outputs, params)? Call "
+                f"{name}({_outputs_spelled(outputs)}, params) or draw_saved_graph(losses, model_outputs, params)")
+    return None
+
+
+def draw_module_graph_mistake(outputs: Any, params: Any) -> Optional[str]:
+    """What is wrong when ``draw_module_graph(outputs, params)`` got them in the wrong roles, else None."""
+    return draw_graph_mistake(outputs, params, None, name="draw_module_graph")
+
+
+def draw_saved_graph_mistake(losses: Any, model_outputs: Any, params: Any) -> Optional[str]:
+    """What is wrong when ``draw_saved_graph(losses, model_outputs, params)`` got arguments in the wrong roles."""
+    mistake = _outputs_mistake("draw_saved_graph", losses)
+    if mistake is not None:
+        return mistake
+    spelled = _outputs_spelled(losses)
+    modules = _modules_in(model_outputs)
+    if modules:
+        right = f"draw_saved_graph({spelled}, params={_by_name(modules)})"
+        return (
+            f"draw_saved_graph(losses, model_outputs, params): model_outputs takes each model's output tensor, but "
+            f"you passed modules ({', '.join(modules)}), in draw_graph's order (outputs, params)? Pass them as "
+            f"params: {right}, or to box the nodes by model: draw_saved_graph({spelled}, "
+            f"{_by_name(modules, '_output')}, {_by_name(modules)})")
+    if _parameters_only(model_outputs):
+        return (
+            f"draw_saved_graph(losses, model_outputs, params): model_outputs takes each model's output tensor, but "
+            f"you passed parameters: pass them as params: draw_saved_graph({spelled}, params=...)")
+    computed = _computed_tensors_in(params)
+    if computed and model_outputs is None:
+        return (
+            f"draw_saved_graph(losses, model_outputs, params): params names the parameters, but you passed tensors "
+            f"the graph computed ({', '.join(computed)}): model outputs go second: "
+            f"draw_saved_graph({spelled}, {_by_name(computed, '_output')}, {_by_name(computed)})")
+    return None
+
+
+def _outputs_mistake(name: str, outputs: Any) -> Optional[str]:
+    modules = _modules_in(outputs)
+    if not modules:
+        return None
+    return (f"{name}: the first argument is the graph's outputs (the loss tensors), but you passed modules "
+            f"({', '.join(modules)}): call {name}(loss, {_by_name(modules)}) with the loss computed by them")
+
+
 class GraphPicture:
     """A drawn graph: SVG in Jupyter when ``dot`` works, readable text otherwise.
 
-    ``note`` is a line shown above the picture and the text (e.g. why the module view was drawn).
+    ``note`` is a line shown above the picture and the text (e.g. why the module view was drawn). ``mistake``: why
+    nothing was drawn, when the arguments were in the wrong roles, with the right call (``GraphPicture.refused``).
     """
 
-    def __init__(self, digraph: Any, text: str, problem: Optional[str], note: Optional[str] = None) -> None:
+    def __init__(self, digraph: Any, text: str, problem: Optional[str], note: Optional[str] = None,
+                 mistake: Optional[str] = None) -> None:
         self.digraph = digraph
         self.text = text
         self.problem = problem
         self.note = note
+        self.mistake = mistake
         if digraph is not None:
             digraph.graph_attr.pop("size", None)  # torchviz sets one: graphviz would shrink the text to fit it
+
+    @classmethod
+    def refused(cls, mistake: str) -> "GraphPicture":
+        """Nothing drawn: the arguments were in the wrong roles; ``mistake`` says so and shows the right call."""
+        return cls(None, f"(not drawn) {mistake}", mistake, mistake=mistake)
 
     def svg(self) -> Optional[str]:
         """The picture as SVG at its natural size (lengths in pt), or None when it cannot be drawn here."""
@@ -187,6 +320,8 @@ class GraphPicture:
         return f"({self.note})\n{self.text}" if self.note else self.text
 
     def __str__(self) -> str:
+        if self.mistake is not None:
+            return self.text
         return f"{self._plain()}\n\n({self._fallback_note()})"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
@@ -194,18 +329,79 @@ class GraphPicture:
         svg = self.svg()
         if svg is not None:
             return {"image/svg+xml": svg, "text/plain": self._plain()}, {"image/svg+xml": {"unconfined": True}}
+        if self.mistake is not None:
+            card = card_html("Not drawn: arguments in the wrong roles", pre_html(self.mistake), accent="#c0392b")
+            return {"text/html": card, "text/plain": self.text}
         body = pre_html(self._plain()) + f"<div>{html.escape(self._fallback_note())}</div>"
         return {"text/html": card_html("Autograd graph (as text)", body, accent="#7f8c8d"), "text/plain": str(self)}
 
 
+TORCHVIZ_NODE_STYLE = dict(style="filled", shape="box", align="left", fontsize="10", ranksep="0.1", height="0.2",
+                           fontname="monospace")
+
+
+def _tensor_label(tensor: torch.Tensor, name: str = "") -> str:
+    return "%s\n (%s)" % (name, ", ".join(str(size) for size in tensor.shape))
+
+
+def graph_digraph(outputs: Mapping[str, torch.Tensor], param_names: Mapping[int, str]) -> Any:
+    """Every node behind ``outputs`` as a ``graphviz.Digraph`` in torchviz's look (grey nodes, blue parameters,
+    green outputs), and each checkpointed or compiled region as one labelled box (``region_boxes``).
+
+    It reads each node's class, ``next_functions`` and ``variable`` only: never a saved tensor, so it draws a graph
+    whose buffers were freed, and never recomputes a checkpointed block (torchviz reads a custom node's
+    ``saved_tensors``, which raises once they were freed).
+    """
+    import graphviz
+
+    digraph = graphviz.Digraph(node_attr=TORCHVIZ_NODE_STYLE)
+    nodes = graph_nodes(list(outputs.values()))
+    regions = region_boxes(nodes)
+    keys = {id(node): regions[id(node)].key if id(node) in regions else str(id(node)) for node in nodes}
+    drawn: set = set()
+    for name, tensor in outputs.items():
+        digraph.node(str(id(tensor)), _tensor_label(tensor, name), fillcolor="darkolivegreen1")
+        if tensor.grad_fn is not None:
+            digraph.edge(keys[id(tensor.grad_fn)], str(id(tensor)))
+        if tensor._is_view() and tensor._base is not None and id(tensor._base) not in drawn:
+            drawn.add(id(tensor._base))
+            digraph.node(str(id(tensor._base)), _tensor_label(tensor._base), fillcolor="darkolivegreen3")
+            digraph.edge(str(id(tensor._base)), str(id(tensor)), style="dotted")
+    edges: Dict[Tuple[str, str], None] = {}
+    for node in nodes:
+        key = keys[id(node)]
+        if key not in drawn:
+            drawn.add(key)
+            if id(node) in regions:
+                digraph.node(key, regions[id(node)].label(), **REGION_STYLE)
+            else:
+                digraph.node(key, type(node).__name__)
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            digraph.node(str(id(variable)), _tensor_label(variable, param_names.get(id(variable), "")),
+                         fillcolor="lightblue")
+            digraph.edge(str(id(variable)), key)
+        for child in children(node):
+            if keys[id(child)] != key:
+                edges[(keys[id(child)], key)] = None
+    for source, target in edges:
+        digraph.edge(source, target)
+    return digraph
+
+
 def draw_graph(outputs: Any, params: Any = None, full: Optional[bool] = None) -> GraphPicture:
-    """Draw the graph behind ``outputs`` (a tensor, a list or a dict of them) with torchviz.
+    """Draw the graph behind ``outputs`` (a tensor, a list or a dict of them) in torchviz's look.
 
     ``params`` labels the leaves: a module, modules by name, ``model.named_parameters()`` or a dict.
     ``full``: True draws every node, False the module view (``draw_module_graph``); None (default) draws every
     node up to FULL_DRAWING_MAX_NODES nodes, the module view above, with a note saying how to get every node.
-    Never raises: without torchviz or ``dot`` you get the text form and what to install.
+    A checkpointed or compiled region is one labelled box. Never raises: arguments in the wrong roles (modules as
+    ``outputs``, model outputs as ``params``) are refused, the picture says why and shows the right call; without
+    ``dot`` you get the text form and what to install.
     """
+    mistake = draw_graph_mistake(outputs, params, full)
+    if mistake is not None:
+        return GraphPicture.refused(mistake)
     try:
         node_count = len(graph_nodes(read_outputs(outputs).values()))
         if full is False or (full is None and node_count > FULL_DRAWING_MAX_NODES):
@@ -217,14 +413,12 @@ def draw_graph(outputs: Any, params: Any = None, full: Optional[bool] = None) ->
     except Exception as error:  # a graph this tool cannot read: say so rather than stop the lesson
         return GraphPicture(None, "(no graph)", f"could not read this graph ({type(error).__name__}: {error}).")
     problem = None if dot_available() else INSTALL_GRAPHVIZ
-    torchviz = import_torchviz()
-    if torchviz is None:
-        return GraphPicture(None, text, "torchviz is not installed: `pip install torchviz` to draw pictures.")
     try:
-        tensors = tuple(read_outputs(outputs).values())
-        digraph = torchviz.make_dot(tensors, params=read_parameters(params).tensors)
-    except Exception as error:  # a torchviz bug must not stop a lesson
-        return GraphPicture(None, text, f"torchviz could not draw this graph ({type(error).__name__}: {error}).")
+        digraph = graph_digraph(read_outputs(outputs).tensors, read_parameters(params).names_by_id())
+    except ImportError:
+        return GraphPicture(None, text, "The graphviz Python package is missing: pip install graphviz")
+    except Exception as error:  # a drawing bug must not stop a lesson
+        return GraphPicture(None, text, f"could not draw this graph ({type(error).__name__}: {error}).")
     if node_count > FULL_DRAWING_MAX_NODES:  # fewer network-simplex rounds: 3x faster at 870 nodes, a rougher layout
         digraph.graph_attr.update(nslimit="2", nslimit1="2")
     return GraphPicture(digraph, text, problem)
@@ -242,16 +436,40 @@ def draw_module_graph(outputs: Any, params: Any = None, depth: Optional[int] = N
         inside: a box's name (``"G.main"``): draw every autograd node of that module's calls instead.
 
     A module called twice (a GAN's D on real and on fake) gives two boxes. Which node goes in which box is read
-    from the graph alone (``helpers/tools/module_calls.py`` states the rule and its limits). Never raises.
+    from the graph alone (``helpers/tools/module_calls.py`` states the rule and its limits). A checkpointed or
+    compiled region is a box of its own, or marks the boxes of a non-reentrant checkpoint's nodes. Never raises:
+    arguments in the wrong roles (modules as ``outputs``, model outputs as ``params``) are refused with the right
+    call.
     """
+    mistake = draw_module_graph_mistake(outputs, params)
+    if mistake is not None:
+        return GraphPicture.refused(mistake)
     try:
         return _draw_modules(outputs, params, depth, inside, None)
     except Exception as error:  # a graph this tool cannot read: say so rather than stop the lesson
         return GraphPicture(None, "(no graph)", f"could not draw this graph ({type(error).__name__}: {error}).")
 
 
+Annotate = Callable[[Box], Tuple[List[str], Dict[str, str]]]
+
+
+def _once_per_box(annotate: Annotate) -> Annotate:
+    """``annotate``, asked once per box (the text and the picture both ask)."""
+    answers: Dict[str, Tuple[List[str], Dict[str, str]]] = {}
+
+    def cached(box: Box) -> Tuple[List[str], Dict[str, str]]:
+        if box.key not in answers:
+            answers[box.key] = annotate(box)
+        return answers[box.key]
+
+    return cached
+
+
 def _draw_modules(outputs: Any, params: Any, depth: Optional[int], inside: Optional[str],
-                  note: Optional[str]) -> GraphPicture:
+                  note: Optional[str], annotate: Optional[Annotate] = None) -> GraphPicture:
+    """The module view (or one module's inside); ``annotate(box)`` gives a box's extra lines and graphviz style."""
+    if annotate is not None:
+        annotate = _once_per_box(annotate)
     named_outputs = read_outputs(outputs).tensors
     param_names = read_parameters(params).names_by_id()
     types = module_types(params)
@@ -261,7 +479,7 @@ def _draw_modules(outputs: Any, params: Any, depth: Optional[int], inside: Optio
         note = f"no module call named {inside!r} in this graph; boxes at that depth: {', '.join(names) or 'none'}"
         inside, calls = None, module_calls(named_outputs, param_names, depth)
         names = sorted({box.name for box in calls.boxes if box.kind == "module"})
-    text = module_text(calls, types)
+    text = module_text(calls, types, annotate)
     if inside is not None:
         title = f"inside {inside}: every autograd node of its calls; parameters in blue, dashed: the boxes around it"
         make = functools.partial(inside_digraph, calls, inside, param_names, title)
@@ -269,7 +487,7 @@ def _draw_modules(outputs: Any, params: Any, depth: Optional[int], inside: Optio
         example = f'inside="{names[0]}"' if names else "inside=NAME"
         title = (f"one box per module call, depth {calls.depth}: draw_module_graph(..., depth=N) for bigger or "
                  f"smaller boxes, {example} for one box's autograd nodes")
-        make = functools.partial(module_digraph, calls, types, f"{note}\n{title}" if note else title)
+        make = functools.partial(module_digraph, calls, types, f"{note}\n{title}" if note else title, annotate)
     try:
         digraph = make()
     except ImportError:

@@ -13,6 +13,9 @@ is ``G.main``):
    calls, two boxes.
 4. The rest (``torch.cat``, ``+`` in a forward, the losses) are ops: an op that feeds only one other op shares
    its box, so a box is a run of ops, named after the output it ends in (``d_loss``) or else after its ops.
+5. A reentrant checkpoint's or a compiled region's node (``helpers.tools.regions``) is a box of its own, named
+   after the region's kind, whatever parameters it reads; a box holding nodes of a non-reentrant checkpoint lists
+   that kind in ``regions``.
 
 Limits: a module fed its own output straight back (an unrolled RNN cell) shows its calls as one box, and one
 whose parameters are read by unconnected nodes (two inputs through two separate layers) as several; a module
@@ -29,6 +32,7 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 import torch
 from torch import nn
 
+from helpers.tools.regions import NON_REENTRANT_CHECKPOINT, opaque_region
 from helpers.tools.traversal import Node, children, graph_nodes, post_order
 
 # Parameterless ops that a layer's forward often ends with: fed by one module alone, they join its box.
@@ -49,13 +53,15 @@ class Box:
     """One box of the module view: a module call, a run of ops, or a leaf that is no parameter."""
 
     key: str
-    kind: str  # "module", "ops" or "input"
-    name: str  # the module's qualified name, the outputs it ends in, or the ops' names
+    kind: str  # "module", "ops", "input" or "region" (a reentrant checkpoint's or a compiled region's node)
+    name: str  # the module's qualified name, the outputs it ends in, the ops' names, or the region's kind
     nodes: List[Node] = field(default_factory=list)
     call: int = 1
     calls: int = 1
     outputs: List[str] = field(default_factory=list)
     ops: str = ""  # its ops' names, e.g. ``BinaryCrossEntropy x2, Add``
+    regions: List[str] = field(default_factory=list)  # the opaque regions its nodes belong to
+    reads: List[str] = field(default_factory=list)  # a region box: the modules whose parameters it reads
 
 
 @dataclass
@@ -105,8 +111,10 @@ def _parameter_of(node: Node, param_names: Mapping[int, str]) -> Optional[str]:
     return param_names.get(id(variable)) if variable is not None else None
 
 
-def _label_nodes(order: List[Node], param_names: Mapping[int, str], depth: int) -> Dict[int, Optional[str]]:
-    """Each node's module name (rules 1 and 2 of the module docstring), or None."""
+def _label_nodes(order: List[Node], param_names: Mapping[int, str], depth: int,
+                 sealed: Set[int]) -> Dict[int, Optional[str]]:
+    """Each node's module name (rules 1 and 2 of the module docstring), or None; None for the ``sealed`` nodes
+    (reentrant checkpoint and compiled nodes, rule 5)."""
     inputs_of = {id(node): [c for c in children(node) if _parameter_of(c, param_names) is None] for node in order}
     consumers_of: Dict[int, List[Node]] = {id(node): [] for node in order}
     for node in order:
@@ -115,7 +123,7 @@ def _label_nodes(order: List[Node], param_names: Mapping[int, str], depth: int) 
     anchors: Dict[int, str] = {}
     for node in order:
         owned = [name for child in children(node) if (name := _parameter_of(child, param_names))]
-        if owned:
+        if owned and id(node) not in sealed:
             anchors[id(node)] = module_of(owned[0], depth)
     feeds: Dict[int, Set[str]] = {id(node): set() for node in order}  # the modules a node feeds, nearest first
     for node in reversed(order):
@@ -129,7 +137,9 @@ def _label_nodes(order: List[Node], param_names: Mapping[int, str], depth: int) 
         fed_by[id(node)] = set().union(*[{labels[id(c)]} if labels[id(c)] else fed_by[id(c)] for c in inputs])
         direct = {labels[id(c)] for c in inputs if labels[id(c)]}
         between = sorted(_enclosing(fed_by[id(node)], feeds[id(node)]))
-        if id(node) in anchors:
+        if id(node) in sealed:
+            labels[id(node)] = None
+        elif id(node) in anchors:
             labels[id(node)] = anchors[id(node)]
         elif between:
             labels[id(node)] = between[0]
@@ -141,7 +151,8 @@ def _label_nodes(order: List[Node], param_names: Mapping[int, str], depth: int) 
             fed_by[id(node)] = {labels[id(node)]}
     for node in reversed(order):  # a pad or a reshape that feeds one node, of a module: drawn in it
         consumers = consumers_of[id(node)]
-        if labels[id(node)] is None and op_name(node) in LEADING_OPS and len(consumers) == 1:
+        if labels[id(node)] is None and op_name(node) in LEADING_OPS and len(consumers) == 1 \
+                and id(consumers[0]) not in sealed:
             labels[id(node)] = labels[id(consumers[0])]
     return labels
 
@@ -181,7 +192,7 @@ def _ops_name(nodes: List[Node]) -> str:
 
 
 def module_calls(outputs: Mapping[str, torch.Tensor], param_names: Mapping[int, str],
-                 depth: Optional[int] = None) -> ModuleCalls:
+                 depth: Optional[int] = None, _kinds: Optional[Dict[int, str]] = None) -> ModuleCalls:
     """Group the graph behind ``outputs`` into module calls and op runs (the rule in this module's docstring).
 
     Args:
@@ -190,8 +201,10 @@ def module_calls(outputs: Mapping[str, torch.Tensor], param_names: Mapping[int, 
         depth: how many parts of a parameter's name name its box; None: the deepest with at most MAX_BOXES boxes.
     """
     if depth is None:  # the deepest that still fits a screen's worth of boxes
+        every = graph_nodes(list(outputs.values()))
+        kinds = {id(node): kind for node in every if (kind := opaque_region(node)) is not None}
         for depth in range(deepest_depth(param_names), 0, -1):
-            calls = module_calls(outputs, param_names, depth)
+            calls = module_calls(outputs, param_names, depth, kinds)
             if len(calls.boxes) <= MAX_BOXES or depth == 1:
                 return calls
     depth = max(int(depth), 1)
@@ -200,13 +213,17 @@ def module_calls(outputs: Mapping[str, torch.Tensor], param_names: Mapping[int, 
     position = {id(node): index for index, node in enumerate(order)}
     drawn = [node for node in order if _parameter_of(node, param_names) is None]
     inputs_of = {id(node): [c for c in children(node) if _parameter_of(c, param_names) is None] for node in drawn}
-    labels = _label_nodes(order, param_names, depth)
+    kinds = _kinds if _kinds is not None else {
+        id(node): kind for node in drawn if (kind := opaque_region(node)) is not None}
+    sealed = {key for key, kind in kinds.items() if kind != NON_REENTRANT_CHECKPOINT}
+    labels = _label_nodes(order, param_names, depth, sealed)
     fed: Dict[int, int] = {}  # how many nodes each node feeds
     for node in drawn:
         for child in inputs_of[id(node)]:
             fed[id(child)] = fed.get(id(child), 0) + 1
     same_box = [(id(node), id(child)) for node in drawn for child in inputs_of[id(node)]
                 if labels[id(child)] == labels[id(node)] and getattr(child, "variable", None) is None
+                and id(node) not in sealed and id(child) not in sealed
                 and (labels[id(node)] is not None or fed[id(child)] == 1)]  # ops: chains only, so no box loops
     roots = _union_find([id(node) for node in drawn], same_box)
     members: Dict[int, List[Node]] = {}
@@ -220,13 +237,19 @@ def module_calls(outputs: Mapping[str, torch.Tensor], param_names: Mapping[int, 
     for group in sorted(members.values(), key=lambda group: position[id(group[0])]):
         label, key = labels[id(group[0])], f"box{len(boxes)}"
         ends_in = [name for node in group for name in output_names.get(id(node), [])]
-        if label is not None:
+        if id(group[0]) in sealed:
+            reads = sorted({module_of(name, depth) for child in children(group[0])
+                            if (name := _parameter_of(child, param_names))})
+            boxes.append(Box(key, "region", kinds[id(group[0])], group, outputs=ends_in, reads=reads))
+        elif label is not None:
             boxes.append(Box(key, "module", label, group, outputs=ends_in))
         elif getattr(group[0], "variable", None) is not None:
             boxes.append(Box(key, "input", f"leaf {list(group[0].variable.shape)}", group))
         else:
             ops = _ops_name(group)
             boxes.append(Box(key, "ops", ", ".join(ends_in) or ops, group, outputs=ends_in, ops=ops))
+    for box in boxes:
+        box.regions = sorted({kinds[id(node)] for node in box.nodes if id(node) in kinds})
     _number_calls(boxes)
     box_of = {id(node): box.key for box in boxes for node in box.nodes}
     edges: Dict[Tuple[str, str], None] = {}  # a dict keeps the order edges were found in

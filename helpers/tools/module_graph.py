@@ -1,13 +1,85 @@
-"""Drawing the module view (one box per module call) and the inside of one module, as graphviz source and text.
+"""Drawing the module view (one box per module call) and the inside of one module, as graphviz source and text;
+and the opaque regions every drawing shows as one labelled box.
 
 Which node goes in which box is decided in ``module_calls.py``; this module only draws. Every text is at least
 ``MIN_FONT_PT`` points at the picture's natural size (no graph ``size``: graphviz never shrinks it).
+
+Opaque regions (``helpers.tools.regions.opaque_region``, read without unpacking anything): a
+``CheckpointFunctionBackward`` or ``CompiledFunctionBackward`` node is a box of its own; the nodes of a
+non-reentrant checkpoint (ordinary nodes whose saved tensors the checkpoint packs) that are connected to each other
+make one box. A node of such a block that saved nothing (``TBackward0`` of a weight) cannot be told from a node
+outside it, and is drawn outside; once a backward freed the block's saved tensors, their hooks are gone and its
+nodes are drawn as ordinary nodes.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from helpers.tools.module_calls import Box, ModuleCalls
+from helpers.tools.regions import COMPILED, NON_REENTRANT_CHECKPOINT, REENTRANT_CHECKPOINT, opaque_region
+from helpers.tools.traversal import children
+
+# What the tools know about each kind of region, said in the box under its kind.
+REGION_NOTES = {
+    REENTRANT_CHECKPOINT: "recomputed in the backward;\nthe nodes and parameters inside are not in this graph",
+    NON_REENTRANT_CHECKPOINT: "recomputed in the backward;\nits saved tensors are not read (reading recomputes)",
+    COMPILED: "one compiled node;\nwhat it saved is inside the compiled graph",
+}
+REGION_STYLE = dict(shape="box", style="filled,rounded,bold,dashed", color="#b35900", fillcolor="#ffe6cc",
+                    fontname="monospace", fontsize="10")
+
+
+@dataclass
+class RegionBox:
+    """One opaque region: its key in a drawing, its kind (a label of ``regions``) and its nodes."""
+
+    key: str
+    kind: str
+    nodes: List[Any] = field(default_factory=list)
+
+    def label(self) -> str:
+        """``checkpoint (use_reentrant=False)`` / what the tools know / the nodes it holds."""
+        counts: Dict[str, int] = {}
+        for node in self.nodes:
+            counts[type(node).__name__] = counts.get(type(node).__name__, 0) + 1
+        names = [name if count == 1 else f"{name} x{count}" for name, count in counts.items()]
+        held = ", ".join(names[:3]) + (f", +{len(names) - 3} more" if len(names) > 3 else "")
+        return f"{self.kind}\n{REGION_NOTES[self.kind]}\n{len(self.nodes)} autograd node(s): {held}"
+
+
+def region_boxes(nodes: Sequence[Any]) -> Dict[int, RegionBox]:
+    """``id(node)`` -> the region box it is drawn in, for every opaque node among ``nodes`` (a whole graph)."""
+    kinds = {id(node): kind for node in nodes if (kind := opaque_region(node)) is not None}
+    parent = {key: key for key in kinds}
+
+    def root(key: int) -> int:
+        while parent[key] != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    for node in nodes:
+        if kinds.get(id(node)) != NON_REENTRANT_CHECKPOINT:
+            continue
+        for child in children(node):
+            if kinds.get(id(child)) == NON_REENTRANT_CHECKPOINT:
+                parent[root(id(child))] = root(id(node))
+    boxes: Dict[int, RegionBox] = {}
+    found: Dict[int, RegionBox] = {}
+    for node in nodes:
+        if id(node) not in kinds:
+            continue
+        top = root(id(node))
+        if top not in boxes:
+            boxes[top] = RegionBox(f"region{len(boxes)}", kinds[id(node)])
+        boxes[top].nodes.append(node)
+        found[id(node)] = boxes[top]
+    return found
+
+
+# A box's extra lines (e.g. its saved tensors' states) and graphviz attributes that override its style.
+Annotate = Callable[[Box], Tuple[List[str], Dict[str, str]]]
 
 MIN_FONT_PT = 9
 FONT = dict(fontname="monospace", fontsize="10")
@@ -19,14 +91,23 @@ GRAPH_STYLE = dict(ranksep="0.3", nodesep="0.25", labelloc="t", labeljust="l", f
 
 
 def box_title(box: Box, types: Mapping[str, str]) -> str:
-    """``G.main.3 (ConvTranspose2d), call 2 of 3``; an op run's names; ``leaf [3, 4]``."""
+    """``G.main.3 (ConvTranspose2d), call 2 of 3``; an op run's names; ``leaf [3, 4]``; a region's kind."""
+    if box.kind == "region":
+        return f"{box.name}: " + REGION_NOTES[box.name].replace("\n", " ")
     if box.kind != "module":
         return box.name
     title = f"{box.name} ({types[box.name]})" if box.name in types else box.name
     return title + (f", call {box.call} of {box.calls}" if box.calls > 1 else "")
 
 
-def module_text(calls: ModuleCalls, types: Mapping[str, str]) -> str:
+def _region_lines(box: Box) -> List[str]:
+    """What a box says about the opaque regions in it: the parameters a region node reads, a checkpoint's nodes."""
+    if box.kind == "region":
+        return [f"reads the parameters of {', '.join(box.reads)}"] if box.reads else []
+    return [f"{kind}: " + REGION_NOTES[kind].replace("\n", " ") for kind in box.regions]
+
+
+def module_text(calls: ModuleCalls, types: Mapping[str, str], annotate: Optional[Annotate] = None) -> str:
     """The module view as numbered lines: each box and the boxes that feed it."""
     numbers = {box.key: index for index, box in enumerate(calls.boxes, 1)}
     fed_by: Dict[str, List[str]] = {box.key: [] for box in calls.boxes}
@@ -37,6 +118,8 @@ def module_text(calls: ModuleCalls, types: Mapping[str, str]) -> str:
         ends = f"  (output {', '.join(box.outputs)})" if box.outputs and box.kind == "module" else ""
         feeds = f"  <- {', '.join(fed_by[box.key])}" if fed_by[box.key] else ""
         lines.append(f"[{numbers[box.key]}] {box_title(box, types)}, {len(box.nodes)} node(s){ends}{feeds}")
+        extra = _region_lines(box) + (annotate(box)[0] if annotate is not None else [])
+        lines += [f"      {line}" for line in extra]
     return "\n".join(lines) if lines else "(no graph: these tensors have no grad_fn)"
 
 
@@ -47,25 +130,37 @@ def _fill(name: str, models: List[str]) -> str:
     return MODEL_FILLS[models.index(model) % len(MODEL_FILLS)]
 
 
-def module_digraph(calls: ModuleCalls, types: Mapping[str, str], title: Optional[str] = None) -> Any:
-    """The module view as a ``graphviz.Digraph``: module calls as rounded boxes, op runs grey, outputs green."""
+def module_digraph(calls: ModuleCalls, types: Mapping[str, str], title: Optional[str] = None,
+                   annotate: Optional[Annotate] = None) -> Any:
+    """The module view as a ``graphviz.Digraph``: module calls as rounded boxes, op runs grey, outputs green,
+    opaque regions (checkpointed, compiled) orange and dashed; ``annotate`` adds lines and style to a box."""
     import graphviz
 
     digraph = graphviz.Digraph(graph_attr=dict(GRAPH_STYLE, label=title or ""), node_attr=FONT, edge_attr=FONT)
     models: List[str] = []
     for box in calls.boxes:
-        label = box_title(box, types).replace(" (", "\n(", 1).replace(", call", "\ncall", 1)
-        if box.kind == "module":
-            digraph.node(box.key, f"{label}\n{len(box.nodes)} autograd nodes", shape="box", style="rounded,filled",
-                         fillcolor=_fill(box.name, models), fontsize="11")
+        extra, style = annotate(box) if annotate is not None else ([], {})
+        lines = "".join(f"\n{line}" for line in _region_lines(box) + extra)
+        marked = dict(style="filled,bold,dashed", color=REGION_STYLE["color"]) if box.regions else {}
+        if box.kind == "region":
+            label = f"{box.name}\n{REGION_NOTES[box.name]}\n{len(box.nodes)} autograd node(s){lines}"
+            digraph.node(box.key, label, **{**REGION_STYLE, **style})
+        elif box.kind == "module":
+            label = box_title(box, types).replace(" (", "\n(", 1).replace(", call", "\ncall", 1)
+            base = dict(shape="box", style="rounded,filled", fillcolor=_fill(box.name, models), fontsize="11")
+            marked = dict(marked, style="rounded,filled,bold,dashed") if marked else {}
+            digraph.node(box.key, f"{label}\n{len(box.nodes)} autograd nodes{lines}", **{**base, **marked, **style})
+        elif box.kind == "input":
+            digraph.node(box.key, box.name + lines, **{"shape": "box", "style": "filled", "fillcolor": PARAMETER_FILL,
+                                                       **style})
+        else:
+            ops = f"\n({box.ops})" if box.ops != box.name else ""
+            fill = OUTPUT_FILL if box.outputs else "#eeeeee"
+            digraph.node(box.key, box.name + ops + lines, **{**OPS_STYLE, "fillcolor": fill, **marked, **style})
+        if box.kind in ("module", "region"):
             for output in box.outputs:
                 digraph.node(f"{box.key}_{output}", output, shape="box", style="filled", fillcolor=OUTPUT_FILL)
                 digraph.edge(box.key, f"{box.key}_{output}")
-        elif box.kind == "input":
-            digraph.node(box.key, label, shape="box", style="filled", fillcolor=PARAMETER_FILL)
-        else:
-            ops = f"\n({box.ops})" if box.ops != box.name else ""
-            digraph.node(box.key, label + ops, **dict(OPS_STYLE, fillcolor=OUTPUT_FILL if box.outputs else "#eeeeee"))
     for source, target in calls.edges:
         digraph.edge(source, target)
     return digraph

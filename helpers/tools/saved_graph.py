@@ -3,16 +3,29 @@
 ``torchviz.make_dot(show_saved=True)`` raises on a graph whose buffers were freed; this drawing keeps
 torchviz's look (boxes in monospace, blue parameters, green outputs) and marks each saved tensor instead.
 Nodes are colored by the model and the loss they belong to, and the three states differ by line style
-and label too, so the picture reads without color and in print.
+and label too, so the picture reads without color and in print. A big graph is drawn as the module view, each box
+with its saved tensors counted by state; a checkpointed or compiled region is one box whose saved tensors are not
+read (reading a non-reentrant checkpoint's would recompute the block).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import torch
 
 from helpers.tools.arguments import read_outputs, read_parameters
-from helpers.tools.graph import INSTALL_GRAPHVIZ, GraphPicture, dot_available, graph_as_text
+from helpers.tools.graph import (
+    FULL_DRAWING_MAX_NODES,
+    INSTALL_GRAPHVIZ,
+    GraphPicture,
+    _draw_modules,
+    dot_available,
+    draw_saved_graph_mistake,
+    graph_as_text,
+)
+from helpers.tools.module_calls import Box
+from helpers.tools.module_graph import REGION_STYLE, region_boxes
+from helpers.tools.regions import opaque_region
 from helpers.tools.saved import SavedTensor, State, _saved_tensors_of, graph_nodes, model_of_nodes
 
 # Each model is a labelled box (a cluster), so models read without color; each node's fill says which losses reach it.
@@ -50,7 +63,7 @@ def _loss_fill(losses: List[str], loss_names: List[str]) -> str:
     return LOSS_FILLS[loss_names.index(losses[0]) % len(LOSS_FILLS)] if losses else NO_LOSS_FILL
 
 
-def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str]) -> None:
+def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str], regions: bool = False) -> None:
     with digraph.subgraph(name="cluster_legend") as legend:
         legend.attr(label="legend", fontsize="10", style="dashed", color="#999999", bgcolor="white")
         entries = [(f"only in {name}", _loss_fill([name], loss_names)) for name in loss_names]
@@ -63,16 +76,19 @@ def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str]) -> 
         for index, (text, fill) in enumerate(entries):
             names.append(f"legend_node_{index}")
             legend.node(names[-1], text, fillcolor=fill, **NODE_STYLE)
+        if regions:
+            names.append("legend_region")
+            legend.node(names[-1], "checkpointed or compiled region:\nits saved tensors not read", **REGION_STYLE)
         labels = {State.ALIVE: "saved: alive vN", State.FREED: "saved: freed", State.STALE: "saved: stale vM->vN"}
         for state, style in SAVED_STYLES.items():
             names.append(f"legend_{state.value}")
             legend.node(names[-1], labels[state], fontsize="9", fontname="monospace", **style)
-        for upper, lower in zip(names, names[1:]):  # invisible edges stack the legend in one narrow column
-            legend.edge(upper, lower, style="invis")
+        for index in range(len(names) - 1):  # invisible edges stack the legend in one narrow column
+            legend.edge(names[index], names[index + 1], style="invis")
 
 
 def draw_saved_graph(
-    losses: Any, model_outputs: Any = None, params: Any = None, show_saved: bool = True
+    losses: Any, model_outputs: Any = None, params: Any = None, show_saved: bool = True, full: Optional[bool] = None
 ) -> GraphPicture:
     """Draw the graph behind ``losses`` with every saved tensor's state.
 
@@ -82,14 +98,58 @@ def draw_saved_graph(
         params: to label leaves and saved weights: a module, modules by name (``{"M1": m1, "M2": m2}``),
             ``model.named_parameters()`` or a dict of tensors.
         show_saved: draw the saved tensors (default True).
+        full: True draws every node; False the module view (one box per module call, ``draw_module_graph``) with
+            each box's saved tensors counted by state; None (default) every node up to ``FULL_DRAWING_MAX_NODES``
+            nodes, the module view above, as ``draw_graph`` does.
 
-    Never raises: without graphviz it returns the text form; a graph it cannot read, a note.
+    A checkpointed or compiled region is one labelled box, and its saved tensors are not read (reading a
+    non-reentrant checkpoint's recomputes the block). Never raises: arguments in the wrong roles (``draw_graph``'s
+    order, the models second) are refused, the picture says why and shows the right call; without graphviz it
+    returns the text form; a graph it cannot read, a note.
     """
+    mistake = draw_saved_graph_mistake(losses, model_outputs, params)
+    if mistake is not None:
+        return GraphPicture.refused(mistake)
     try:
-        return _draw_saved_graph(read_outputs(losses).tensors, read_outputs(model_outputs).tensors
+        named_losses = read_outputs(losses).tensors
+        node_count = len(graph_nodes(list(named_losses.values())))
+        if full is False or (full is None and node_count > FULL_DRAWING_MAX_NODES):
+            return _draw_saved_modules(named_losses, params, show_saved, node_count, full)
+        return _draw_saved_graph(named_losses, read_outputs(model_outputs).tensors
                                  if model_outputs is not None else {}, read_parameters(params).tensors, show_saved)
     except Exception as error:  # a graph this tool cannot read: say so rather than stop the lesson
         return GraphPicture(None, "(no graph)", f"could not draw this graph ({type(error).__name__}: {error}).")
+
+
+def _readable_saved(node: Any, params: Mapping[str, torch.Tensor], names: Mapping[int, str]) -> List[SavedTensor]:
+    """``node``'s saved tensors with their states; none for a node of an opaque region (never unpacked)."""
+    return [] if opaque_region(node) is not None else _saved_tensors_of(node, params, names)
+
+
+def _draw_saved_modules(losses: Dict[str, torch.Tensor], params: Any, show_saved: bool, node_count: int,
+                        full: Optional[bool]) -> GraphPicture:
+    """The module view, each box with how many of its saved tensors are alive, freed and stale."""
+    named = read_parameters(params).tensors
+    names = {id(tensor): name for name, tensor in named.items()}
+
+    def annotate(box: Box) -> Tuple[List[str], Dict[str, str]]:
+        if not show_saved:
+            return [], {}
+        saved = [entry for node in box.nodes for entry in _readable_saved(node, named, names)]
+        if not saved:
+            return [], {}
+        counts = {state: sum(1 for entry in saved if entry.state is state) for state in State}
+        line = "saved: " + ", ".join(f"{count} {state.value}" for state, count in counts.items() if count)
+        stale = [f"{entry.parameter or entry.where} {entry.state_label}"
+                 for entry in saved if entry.state is State.STALE]
+        lines = [line] + [f"  {text}" for text in stale[:3]] + (
+            [f"  +{len(stale) - 3} more stale"] if len(stale) > 3 else [])
+        return lines, (dict(color=SAVED_STYLES[State.STALE]["color"], penwidth="3") if stale else {})
+
+    note = None if full is False else (
+        f"{node_count} autograd nodes: drawn one box per module call, with its saved tensors counted. To draw every "
+        f"node: draw_saved_graph(..., full=True), {node_count} boxes that graphviz may take seconds to lay out")
+    return _draw_modules(losses, params, None, None, note, annotate)
 
 
 def _draw_saved_graph(losses: Dict[str, torch.Tensor], model_outputs: Dict[str, torch.Tensor],
@@ -98,7 +158,8 @@ def _draw_saved_graph(losses: Dict[str, torch.Tensor], model_outputs: Dict[str, 
     model_of = model_of_nodes(nodes, model_outputs)
     losses_of = _losses_of(nodes, losses)
     param_names = {id(p): name for name, p in params.items()}
-    saved_by_node = {id(node): _saved_tensors_of(node, params, param_names) for node in nodes} if show_saved else {}
+    regions = region_boxes(nodes)
+    saved_by_node = {id(node): _readable_saved(node, params, param_names) for node in nodes} if show_saved else {}
     tags = {id(n): model_of.get(id(n)) or " & ".join(losses_of[id(n)]) or "?" for n in nodes}
     text = graph_as_text(
         losses, params, tag=lambda node: tags[id(node)],
@@ -114,29 +175,40 @@ def _draw_saved_graph(losses: Dict[str, torch.Tensor], model_outputs: Dict[str, 
     for index, (name, cluster) in enumerate(clusters.items()):
         cluster.attr(label=name, fontsize="14", style="filled,rounded", color="#555555",
                      fillcolor=MODEL_TINTS[index % len(MODEL_TINTS)])
+    keys = {id(node): regions[id(node)].key if id(node) in regions else str(id(node)) for node in nodes}
     loss_names = list(losses)
     for name, loss in losses.items():
         digraph.node(f"loss_{name}", f"{name}\n{list(loss.shape)}", fillcolor="darkolivegreen1", **NODE_STYLE)
         if loss.grad_fn is not None:
-            digraph.edge(str(id(loss.grad_fn)), f"loss_{name}")
+            digraph.edge(keys[id(loss.grad_fn)], f"loss_{name}")
+    drawn: Set[str] = set()
+    edges: Dict[Tuple[str, str], None] = {}
     for node in nodes:
+        key = keys[id(node)]
         model = model_of.get(id(node))
         home = clusters[model] if model is not None else digraph
         variable = getattr(node, "variable", None)
-        if variable is not None:
+        if key in drawn:
+            pass
+        elif id(node) in regions:
+            home.node(key, regions[id(node)].label(), **REGION_STYLE)
+        elif variable is not None:
             label = f"{param_names.get(id(variable), 'leaf')}\n{list(variable.shape)}"
-            home.node(str(id(node)), label, fillcolor=PARAMETER_FILL, **NODE_STYLE)
+            home.node(key, label, fillcolor=PARAMETER_FILL, **NODE_STYLE)
         else:
             fill = _loss_fill(losses_of[id(node)], loss_names)
-            home.node(str(id(node)), type(node).__name__, fillcolor=fill, **NODE_STYLE)
+            home.node(key, type(node).__name__, fillcolor=fill, **NODE_STYLE)
+        drawn.add(key)
         for child, _ in node.next_functions:
-            if child is not None:
-                digraph.edge(str(id(child)), str(id(node)))
+            if child is not None and keys[id(child)] != key:
+                edges[(keys[id(child)], key)] = None
         for index, saved in enumerate(saved_by_node.get(id(node), [])):
             saved_id = f"{id(node)}_saved_{index}"
             home.node(saved_id, _saved_label(saved), fontsize="9", fontname="monospace", **SAVED_STYLES[saved.state])
-            digraph.edge(saved_id, str(id(node)), style="dotted", arrowhead="none")
+            digraph.edge(saved_id, key, style="dotted", arrowhead="none")
+    for source, target in edges:
+        digraph.edge(source, target)
     for cluster in clusters.values():
         digraph.subgraph(cluster)
-    _add_legend(digraph, list(model_outputs), loss_names)
+    _add_legend(digraph, list(model_outputs), loss_names, bool(regions))
     return GraphPicture(digraph, text, None if dot_available() else INSTALL_GRAPHVIZ)
