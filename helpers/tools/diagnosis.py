@@ -6,6 +6,17 @@ an input that needs no grad), then every saved tensor of every node the backward
 (``helpers.tools.traversal`` holds the rule): freed by an earlier backward (error 1) or changed in place (error 2).
 With a record taken after the forward pass (``record_parameters``), it also finds parameters that changed without a
 version bump, which backward cannot notice at all.
+
+Regions it cannot see into (``helpers.tools.regions``) are said, never guessed: a checkpointed block is recomputed at
+backward time with the weights as they are then, so a weight of it changed since the forward pass (an optimizer
+step) gives a silently different gradient: reported with a record, "cannot tell" without one. A reentrant checkpoint
+under ``torch.autograd.grad`` or ``backward(inputs=...)`` is refused by PyTorch. A ``torch.compile`` region's own
+saved tensors are read like any node's; whether its compiled backward refuses ``retain_graph=True`` is not seen.
+It never unpacks a tensor a hook packed (a non-reentrant checkpoint's: that would recompute the block).
+
+Out of reach of any record taken after the forward pass: a write through ``.data`` inside the forward itself (a
+custom spectral norm assigning ``weight.data`` after an op saved the weight), and a ``.data`` write on a saved
+activation after the forward. Both change what backward reads without a version bump, and no tool here sees them.
 """
 from __future__ import annotations
 
@@ -16,11 +27,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
+from helpers.tools import opaque as opaque_regions
 from helpers.tools import traversal
 from helpers.tools.arguments import CallArguments, read_call, read_inputs, read_outputs, read_parameters
 from helpers.tools.display import card_html
 from helpers.tools.errors import KINDS
 from helpers.tools.fingerprint import ParameterRecord
+from helpers.tools.opaque import RECOMPUTED
 from helpers.tools.saved import SavedTensor, State, _saved_tensors_of
 
 _KIND_OF_STATE = {State.FREED: "backward-twice", State.STALE: "inplace-version"}
@@ -29,11 +42,13 @@ MAX_LINES = 8  # per group of a report; the rest is counted, not printed
 
 @dataclass(frozen=True)
 class SilentChange:
-    """A parameter a saved tensor holds, changed since the record without a version bump.
+    """A parameter backward will read with values other than the forward's, and raise nothing: one a saved tensor
+    holds, changed since the record without a version bump; or a weight of a checkpointed block, changed since the
+    record at all (the block is recomputed with it at backward time).
 
     Attributes:
         parameter: its name.
-        saved_by: where it is saved, e.g. ``["AddmmBackward0.mat2"]``.
+        saved_by: where it is saved, e.g. ``["AddmmBackward0.mat2"]``, or the checkpoint that recomputes with it.
     """
 
     parameter: str
@@ -55,6 +70,10 @@ class Diagnosis:
         notes: what else is worth saying (arguments left out, inputs the graph does not reach).
         places: for saved tensors that are no parameter, where in the models they sit (by node id).
         call: the call diagnosed, for messages.
+        unseen: what the tool cannot see on the way (a region it cannot look into, which, where, and what that
+            hides); when nothing else decides the outcome, ``will_fail`` is None: cannot tell.
+        refusals: PyTorch errors with no kind in ``KINDS`` that the call will meet (a reentrant checkpoint under
+            ``torch.autograd.grad``), as sentences.
     """
 
     problems: List[SavedTensor]
@@ -65,11 +84,20 @@ class Diagnosis:
     notes: Tuple[str, ...] = ()
     places: Mapping[int, "Place"] = field(default_factory=dict)
     call: str = "backward()"
+    unseen: Tuple[str, ...] = ()
+    refusals: Tuple[str, ...] = ()
 
     @property
-    def will_fail(self) -> bool:
-        """True when the call raises."""
-        return bool(self.possible_errors)
+    def will_fail(self) -> Optional[bool]:
+        """True when the call raises, False when it runs, None when the tool cannot tell (see ``unseen``)."""
+        if self.possible_errors or self.refusals:
+            return True
+        return None if self.unseen else False
+
+    @property
+    def cannot_tell(self) -> bool:
+        """True when the outcome hangs on what the tool cannot see (``unseen``)."""
+        return self.will_fail is None
 
     @property
     def wrong_values(self) -> bool:
@@ -88,11 +116,25 @@ class Diagnosis:
             where = f" ({_counted(f'in {m}' if m else 'elsewhere' for m in models)})" if any(models) else ""
             lines.append(f"{len(freed)} saved tensor(s) on its way were freed by an earlier backward{where}, "
                          f"e.g. {freed[0].where}.")
-        if self.silent_changes:
+        recomputed = [change for change in self.silent_changes if change.saved_by[:1] == (RECOMPUTED,)]
+        silent = [change for change in self.silent_changes if change not in recomputed]
+        if silent:
             lines.append("Changed since the record without a version bump (a fused optimizer, a write through "
                          ".data): backward cannot notice, and would use the new values:")
-            lines += _grouped(f"{change.parameter} (saved by {', '.join(change.saved_by)})"
-                              for change in self.silent_changes)
+            lines += _grouped(f"{change.parameter} (saved by {', '.join(change.saved_by)})" for change in silent)
+        if recomputed:
+            lines.append("Changed since the record, and read by a checkpointed block that backward recomputes with "
+                         "the weights as they are then: its gradient will silently differ from the forward's:")
+            by_region: "OrderedDict[str, List[str]]" = OrderedDict()
+            for change in recomputed:
+                by_region.setdefault(", ".join(change.saved_by[1:]), []).append(change.parameter)
+            lines += _grouped(f"{', '.join(names)} (in the {where})" for where, names in by_region.items())
+        if self.refusals:
+            lines.append("PyTorch refuses this call:")
+            lines += [f"  {refusal}" for refusal in self.refusals]
+        if self.unseen:
+            lines.append("Not seen by this tool (so not part of the verdict):")
+            lines += [f"  {what}" for what in self.unseen]
         lines += list(self.notes)
         return lines
 
@@ -104,11 +146,13 @@ class Diagnosis:
 
     def _repr_html_(self) -> str:
         body = "<br>".join(html.escape(line).replace("  ", "&nbsp;&nbsp;") for line in self._lines())
-        accent = "#c0392b" if self.will_fail else ("#e67e22" if self.wrong_values else "#27ae60")
+        accent = "#c0392b" if self.will_fail else ("#e67e22" if self.wrong_values or self.cannot_tell else "#27ae60")
         return card_html(f"Diagnosis before {self.call}", f"<div>{body}</div>", accent=accent)
 
 
 def _verdict(report: Diagnosis) -> List[str]:
+    if report.will_fail and not report.possible_errors:
+        return [f"{report.call} will fail: PyTorch refuses it (below)."]
     if report.will_fail:
         if len(report.possible_errors) > 1:
             titles = " and ".join(f"{KINDS[kind].title.split(':')[0].lower()}" for kind in report.possible_errors)
@@ -118,8 +162,15 @@ def _verdict(report: Diagnosis) -> List[str]:
         if kind.title.startswith("Error"):
             return [f"{report.call} will fail with {kind.title}."]
         return [f"{report.call} will fail. {kind.title}.", *kind.explanation.splitlines()]
+    if report.wrong_values and report.cannot_tell:
+        return [f"Cannot tell whether {report.call} runs (it cannot see everything on its way, below); if it does, "
+                "it reads values that changed since the forward pass: a silently different gradient."]
     if report.wrong_values:
         return [f"{report.call} will run, but with values that changed behind autograd's back."]
+    if report.cannot_tell:
+        return [f"Cannot tell whether {report.call} runs as the forward pass would have it: this tool cannot see "
+                f"inside {len(report.unseen)} thing(s) on its way (below). What it can see is fine: no saved tensor "
+                "it read is freed or changed in place."]
     lines = [f"{report.call} will run: every saved tensor on its way is alive, and no version counter moved since "
              "it was saved."]
     if report.recorded:
@@ -323,7 +374,9 @@ def diagnose(
             "is_grads_batched": is_grads_batched, "materialize_grads": materialize_grads, "only_inputs": only_inputs})
         return _diagnose(outputs, params, inputs, recorded, autograd_grad, arguments)
     except Exception as error:  # a graph this tool cannot read: say so rather than stop the learner's cell
-        return Diagnosis([], None, notes=(f"diagnose could not read this graph ({type(error).__name__}: {error}).",))
+        # Cannot tell, never "will run": the graph was not read.
+        return Diagnosis([], None, unseen=(f"the graph: diagnose could not read it ({type(error).__name__}: "
+                                           f"{error}).",))
 
 
 def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[ParameterRecord],
@@ -346,21 +399,25 @@ def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[Paramet
     running = traversal.nodes_backward_runs(tensors, wanted, autograd_grad and wanted is not None)
     names = named.names_by_id()
     saved_by_node = {id(node): _saved_tensors_of(node, named.tensors, names) for node in running}
-    problems = [s for node in running for s in saved_by_node[id(node)] if s.state is not State.ALIVE]
+    problems = [s for node in running for s in saved_by_node[id(node)] if s.state in _KIND_OF_STATE]
+    opaque = opaque_regions.find(running, saved_by_node, named.tensors, names, recorded, wanted is not None,
+                                 bool(arguments.retain_graph or arguments.create_graph), SilentChange)
+    problems += opaque.problems
     places = _places(problems, names)
     possible = _error_order(tensors, running, problems)
     if wanted is not None:
         notes += _unreached(tensors, wanted, autograd_grad, possible)
-        if autograd_grad and not possible and _unused(tensors, wanted):
+        if autograd_grad and not possible and not opaque.refusals and _unused(tensors, wanted):
             if arguments.allow_unused:
                 notes.append(_ALLOWED_UNUSED)
             else:
                 possible = ["unused-input"]
     silent = _silent_changes(running, saved_by_node, recorded) if recorded is not None else []
+    silent += opaque.silent
     if recorded is not None:
         notes += recorded.notes
     return Diagnosis(problems, possible[0] if possible else None, tuple(possible), tuple(silent),
-                     recorded is not None, tuple(notes), places, call)
+                     recorded is not None, tuple(notes), places, call, tuple(opaque.unseen), tuple(opaque.refusals))
 
 
 def _error_order(outputs: List[torch.Tensor], running: List[Any], problems: List[SavedTensor]) -> List[str]:
@@ -453,6 +510,6 @@ def first_failing_node(outputs: Any, params: Any = None, inputs: Any = None, aut
     named = read_parameters(params)
     names = named.names_by_id()
     for node in traversal.engine_order(tensors, running):
-        if any(s.state is not State.ALIVE for s in _saved_tensors_of(node, named.tensors, names)):
+        if any(s.state in _KIND_OF_STATE for s in _saved_tensors_of(node, named.tensors, names)):
             return node
     return None

@@ -320,3 +320,14 @@ OLDER_SHAPE_WORDINGS = [
 def test_older_shape_mismatch_wordings_are_the_same_kind(message: str) -> None:
     assert classify(RuntimeError(message)).name == "grad-output-shape"
 
+
+def test_a_graph_it_cannot_read_is_cannot_tell_never_will_run(monkeypatch) -> None:
+    import helpers.tools.diagnosis as diagnosis
+
+    def unreadable(*args: Any, **kwargs: Any) -> Diagnosis:
+        raise RuntimeError("a node of a kind never seen")
+
+    monkeypatch.setattr(diagnosis, "_diagnose", unreadable)
+    x, y, s = two_outputs()
+    report = diagnose(s, grad_tensors=None, retain_graph=True)
+    assert report.will_fail is None and "could not read it" in str(report) and "will run" not in str(report)
