@@ -316,9 +316,31 @@ def _call_problems(outputs: List[torch.Tensor], output_notes: List[str], inputs:
     if inputs is not None and any(not t.requires_grad for t in inputs):
         return ["input-needs-no-grad"], notes
     if arguments.is_grads_batched:
-        notes.append("is_grads_batched=True: the backward runs once per row of grad_outputs, under vmap. Not seen "
-                     "from here: whether every backward formula on its way runs under vmap.")
+        notes.append("is_grads_batched=True: the backward runs once per row of grad_outputs, under vmap.")
     return [], notes
+
+
+def _gradient_edges(outputs: Any, inputs: Any) -> str:
+    """Which arguments hold a GradientEdge ("outputs", "inputs"), or "" when none does."""
+    def holds(value: Any) -> bool:
+        if isinstance(value, torch.autograd.graph.GradientEdge):
+            return True
+        values = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+        return any(isinstance(item, torch.autograd.graph.GradientEdge) for item in values)
+    return " and ".join(name for name, value in (("outputs", outputs), ("inputs", inputs)) if holds(value))
+
+
+def _formulas_it_cannot_judge(running: Sequence[Any], arguments: CallArguments) -> List[str]:
+    """Backward formulas on the way whose running the tool cannot judge without running them: a custom
+    ``torch.autograd.Function`` under ``is_grads_batched=True`` (its backward must work under vmap)."""
+    found = []
+    if arguments.is_grads_batched:
+        custom = sorted({type(node).__name__ for node in running
+                         if isinstance(node, torch.autograd.function.BackwardCFunction)})
+        if custom:
+            found.append(f"{', '.join(custom[:3])}: a custom autograd.Function's backward, run under vmap "
+                         "(is_grads_batched=True); whether it supports vmap is not visible without running it.")
+    return found
 
 
 def diagnose(
@@ -382,6 +404,11 @@ def diagnose(
 def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[ParameterRecord],
               autograd_grad: bool, arguments: Optional[CallArguments] = None) -> Diagnosis:
     arguments = arguments or CallArguments(autograd_grad)
+    edges = _gradient_edges(outputs, inputs)
+    if edges:
+        return Diagnosis([], None, notes=(), call=_call_text(None, autograd_grad, arguments),
+                         unseen=(f"{edges}: a GradientEdge (torch.autograd.graph.get_gradient_edge) is a node and an "
+                                 "input number, not a tensor; this tool reads tensors only.",))
     read_out = read_outputs(outputs)
     named = read_parameters(params)
     input_list, input_notes = read_inputs(inputs)
@@ -403,6 +430,7 @@ def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[Paramet
     opaque = opaque_regions.find(running, saved_by_node, named.tensors, names, recorded, wanted is not None,
                                  bool(arguments.retain_graph or arguments.create_graph), SilentChange)
     problems += opaque.problems
+    unseen = [*opaque.unseen, *_formulas_it_cannot_judge(running, arguments)]
     places = _places(problems, names)
     possible = _error_order(tensors, running, problems)
     if wanted is not None:
@@ -417,7 +445,7 @@ def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[Paramet
     if recorded is not None:
         notes += recorded.notes
     return Diagnosis(problems, possible[0] if possible else None, tuple(possible), tuple(silent),
-                     recorded is not None, tuple(notes), places, call, tuple(opaque.unseen), tuple(opaque.refusals))
+                     recorded is not None, tuple(notes), places, call, tuple(unseen), tuple(opaque.refusals))
 
 
 def _error_order(outputs: List[torch.Tensor], running: List[Any], problems: List[SavedTensor]) -> List[str]:

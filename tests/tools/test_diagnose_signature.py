@@ -331,3 +331,36 @@ def test_a_graph_it_cannot_read_is_cannot_tell_never_will_run(monkeypatch) -> No
     x, y, s = two_outputs()
     report = diagnose(s, grad_tensors=None, retain_graph=True)
     assert report.will_fail is None and "could not read it" in str(report) and "will run" not in str(report)
+
+
+def test_a_gradient_edge_is_something_it_cannot_read_not_an_error() -> None:
+    """PyTorch takes a GradientEdge as an input or an output; the tool reads tensors only, and says so."""
+    x = torch.randn(3, requires_grad=True)
+    h = x * 2
+    y = h.sin().sum()
+    edge = torch.autograd.graph.get_gradient_edge(h)
+    report = diagnose(y, inputs=[edge], autograd_grad=True)
+    assert report.cannot_tell and report.will_fail is None and "GradientEdge" in str(report)
+    torch.autograd.grad(y, [edge])                       # and PyTorch runs it
+
+
+def test_a_custom_function_under_is_grads_batched_is_out_of_sight() -> None:
+    """vmap runs the custom backward; whether it can is not visible, so no 'will run' (here PyTorch raises)."""
+
+    class CopiesInto(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):  # type: ignore[override]
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):  # type: ignore[override]
+            out = torch.zeros(3)
+            out.copy_(grad)                              # an in-place copy into a plain tensor: vmap refuses it
+            return out * 2
+
+    x = torch.randn(3, requires_grad=True)
+    report = diagnose(CopiesInto.apply(x), inputs=x, autograd_grad=True, grad_outputs=torch.eye(3),
+                      is_grads_batched=True)
+    assert report.cannot_tell and "vmap" in str(report)
+    with pytest.raises(RuntimeError):
+        torch.autograd.grad(CopiesInto.apply(x), x, grad_outputs=torch.eye(3), is_grads_batched=True)
