@@ -322,11 +322,15 @@ def _call_problems(outputs: List[torch.Tensor], output_notes: List[str], inputs:
 
 def _gradient_edges(outputs: Any, inputs: Any) -> str:
     """Which arguments hold a GradientEdge ("outputs", "inputs"), or "" when none does."""
+    edge_type = getattr(torch.autograd.graph, "GradientEdge", None)   # (a NamedTuple since torch 2.2 or so)
+    if edge_type is None:
+        return ""
+
     def holds(value: Any) -> bool:
-        if isinstance(value, torch.autograd.graph.GradientEdge):
+        if isinstance(value, edge_type):
             return True
         values = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
-        return any(isinstance(item, torch.autograd.graph.GradientEdge) for item in values)
+        return any(isinstance(item, edge_type) for item in values)
     return " and ".join(name for name, value in (("outputs", outputs), ("inputs", inputs)) if holds(value))
 
 
