@@ -41,6 +41,8 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.nn.parallel.distributed import _find_tensors  # DDP's own search of a forward's outputs
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from helpers.tools import traversal
+
 SECOND_BACKWARD = "a backward after DDP had averaged this wrapper's gradients for its last forward (a second backward)"
 THROUGH_MODULE = "a backward from a forward through .module, which skipped the DDP wrapper"
 AUTOGRAD_GRAD = "torch.autograd.grad: computed, never accumulated into .grad, so DDP's hook never saw it"
@@ -68,7 +70,6 @@ class Unreduced:
 @dataclass
 class _Parameter:
     name: str
-    wrapper: str
     computed: int = 0                        # gradients computed for it since its wrapper's last forward
     accumulated: int = 0                     # of those, accumulated into .grad (autograd.grad never does)
     grad_seen: Optional[weakref.ref] = None  # the .grad tensor the last accumulation left
@@ -103,18 +104,8 @@ def _reducer_parameters(model: DistributedDataParallel) -> Dict[str, nn.Paramete
 def _reached_leaves(output: Any) -> Set[int]:
     """``id`` of every leaf tensor the autograd graph of ``output`` leads to, finding tensors in ``output`` as DDP
     does (lists, tuples, dicts, dataclasses)."""
-    roots = [t.grad_fn for t in _find_tensors(output) if t.grad_fn is not None]
-    seen, reached = set(), set()
-    while roots:
-        node = roots.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        variable = getattr(node, "variable", None)
-        if variable is not None:
-            reached.add(id(variable))
-        roots.extend(next_node for next_node, _ in node.next_functions)
-    return reached
+    nodes = traversal.graph_nodes([t for t in _find_tensors(output) if t.grad_fn is not None])
+    return {id(node.variable) for node in nodes if getattr(node, "variable", None) is not None}
 
 
 def _why_it_cannot_see(model: DistributedDataParallel, watched: int) -> Optional[str]:
@@ -152,7 +143,7 @@ class ReductionWatch:
         self._handles: List[Any] = []
         for label, model in self.models.items():
             reduced = _reducer_parameters(model)
-            parameters = {id(p): _Parameter(f"{label}.{name}", label) for name, p in reduced.items()}
+            parameters = {id(p): _Parameter(f"{label}.{name}") for name, p in reduced.items()}
             wrapper = _Wrapper(label, model, parameters, cannot_see=_why_it_cannot_see(model, len(reduced)))
             self._wrappers[label] = wrapper
             self._handles += [model.register_forward_pre_hook(self._wrapper_starts(wrapper)),
