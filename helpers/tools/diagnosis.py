@@ -14,6 +14,10 @@ under ``torch.autograd.grad`` or ``backward(inputs=...)`` is refused by PyTorch.
 saved tensors are read like any node's; whether its compiled backward refuses ``retain_graph=True`` is not seen.
 It never unpacks a tensor a hook packed (a non-reentrant checkpoint's: that would recompute the block).
 
+A node whose backward formula PyTorch does not have (``helpers.tools.formulas``: most often the backward of a
+backward, which ``create_graph=True`` records, as in a gradient penalty through ``torch.cdist``) raises when the
+backward runs it and needs the gradient of an input it has no formula for: predicted as "no-derivative".
+
 Out of reach of any record taken after the forward pass: a write through ``.data`` inside the forward itself (a
 custom spectral norm assigning ``weight.data`` after an op saved the weight), and a ``.data`` write on a saved
 activation after the forward. Both change what backward reads without a version bump, and no tool here sees them.
@@ -27,8 +31,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
+from helpers.tools import formulas, traversal
 from helpers.tools import opaque as opaque_regions
-from helpers.tools import traversal
 from helpers.tools.arguments import CallArguments, read_call, read_inputs, read_outputs, read_parameters
 from helpers.tools.display import card_html
 from helpers.tools.errors import KINDS
@@ -74,6 +78,8 @@ class Diagnosis:
             hides); when nothing else decides the outcome, ``will_fail`` is None: cannot tell.
         refusals: PyTorch errors with no kind in ``KINDS`` that the call will meet (a reentrant checkpoint under
             ``torch.autograd.grad``), as sentences.
+        missing_formulas: the nodes on the way that raise for want of a formula (``helpers.tools.formulas``: a
+            double backward through ``torch.cdist``, say), with PyTorch's message, as sentences.
     """
 
     problems: List[SavedTensor]
@@ -86,6 +92,7 @@ class Diagnosis:
     call: str = "backward()"
     unseen: Tuple[str, ...] = ()
     refusals: Tuple[str, ...] = ()
+    missing_formulas: Tuple[str, ...] = ()
 
     @property
     def will_fail(self) -> Optional[bool]:
@@ -129,6 +136,9 @@ class Diagnosis:
             for change in recomputed:
                 by_region.setdefault(", ".join(change.saved_by[1:]), []).append(change.parameter)
             lines += _grouped(f"{', '.join(names)} (in the {where})" for where, names in by_region.items())
+        if self.missing_formulas:
+            lines.append("No formula in this build of PyTorch for (raised when backward reaches it):")
+            lines += _grouped(self.missing_formulas)
         if self.refusals:
             lines.append("PyTorch refuses this call:")
             lines += [f"  {refusal}" for refusal in self.refusals]
@@ -434,9 +444,11 @@ def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[Paramet
     opaque = opaque_regions.find(running, saved_by_node, named.tensors, names, recorded, wanted is not None,
                                  bool(arguments.retain_graph or arguments.create_graph), SilentChange)
     problems += opaque.problems
-    unseen = [*opaque.unseen, *_formulas_it_cannot_judge(running, arguments)]
+    targets = traversal.input_nodes(traversal.graph_nodes(tensors), wanted) if wanted is not None else []
+    missing, unjudged = formulas.on_the_way(running, targets, wanted is not None)
+    unseen = [*opaque.unseen, *_formulas_it_cannot_judge(running, arguments), *unjudged]
     places = _places(problems, names)
-    possible = _error_order(tensors, running, problems)
+    possible = _error_order(tensors, running, problems, missing)
     if wanted is not None:
         notes += _unreached(tensors, wanted, autograd_grad, possible)
         if autograd_grad and not possible and not opaque.refusals and _unused(tensors, wanted):
@@ -449,14 +461,26 @@ def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[Paramet
     if recorded is not None:
         notes += recorded.notes
     return Diagnosis(problems, possible[0] if possible else None, tuple(possible), tuple(silent),
-                     recorded is not None, tuple(notes), places, call, tuple(unseen), tuple(opaque.refusals))
+                     recorded is not None, tuple(notes), places, call, tuple(unseen), tuple(opaque.refusals),
+                     tuple(_missing_line(m, names) for m in missing))
 
 
-def _error_order(outputs: List[torch.Tensor], running: List[Any], problems: List[SavedTensor]) -> List[str]:
-    """The error kinds among ``problems``, the one this build's CPU engine meets first leading."""
+def _missing_line(missing: formulas.Missing, names: Dict[int, str]) -> str:
+    near = traversal.nearest_parameters(missing.node, names)
+    modules = sorted({name.rsplit(".", 1)[0] if "." in name else name for name in near})
+    where = f" (next to {', '.join(modules[:3])}{' ...' if len(modules) > 3 else ''})" if modules else ""
+    return f"{type(missing.node).__name__}{where}: '{missing.message}'"
+
+
+def _error_order(outputs: List[torch.Tensor], running: List[Any], problems: List[SavedTensor],
+                 missing: Sequence[formulas.Missing] = ()) -> List[str]:
+    """The error kinds among ``problems`` and the nodes with no formula, the one this build's CPU engine meets
+    first leading."""
     kinds_by_node: Dict[int, str] = {}
     for saved in problems:
         kinds_by_node.setdefault(id(saved.node), _KIND_OF_STATE[saved.state])
+    for node in missing:
+        kinds_by_node.setdefault(id(node.node), "no-derivative")  # it unpacks its saved tensors first
     order: List[str] = []
     for node in traversal.engine_order(outputs, running):
         kind = kinds_by_node.get(id(node))

@@ -214,9 +214,32 @@ class Critic(nn.Module):
         return self.main(x).view(-1, 1)
 
 
+class MinibatchCritic(Critic):
+    """The critic with Salimans et al.'s minibatch discrimination: each sample's features gain its L1 closeness to
+    the rest of the batch. ``by_hand``: the distances written out; else ``torch.cdist``, whose backward has no
+    backward of its own, so a gradient penalty through it cannot be differentiated."""
+
+    def __init__(self, by_hand: bool, kernels: int = 4, dims: int = 3) -> None:
+        super().__init__()
+        self.by_hand, self.kernels, self.dims = by_hand, kernels, dims
+        self.features = nn.Linear(2 * 8 * 4 * 4, kernels * dims)
+        self.head = nn.Linear(2 * 8 * 4 * 4 + kernels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.main[:-1](x).flatten(1)
+        m = self.features(h).view(-1, self.kernels, self.dims).transpose(0, 1)  # kernels x batch x dims
+        if self.by_hand:
+            distances = (m[:, :, None] - m[:, None]).abs().sum(-1)
+        else:
+            distances = torch.cdist(m, m, p=1)
+        closeness = torch.exp(-distances).sum(-1).t()  # batch x kernels
+        return self.head(torch.cat([h, closeness], 1))
+
+
 def wgan_gp(ctx: Context, mistake: str = "") -> Step:
     """Gulrajani et al.'s Algorithm 1: critic loss with the gradient penalty at interpolates, then the generator."""
-    netg, netd = ConvGenerator(), Critic()
+    netg = ConvGenerator()
+    netd = MinibatchCritic(by_hand="by hand" in mistake) if "minibatch" in mistake else Critic()
     ctx.models = {"G": netg, "D": netd}
     opt_d = torch.optim.Adam(netd.parameters(), lr=1e-4, betas=(0.0, 0.9))
     opt_g = torch.optim.Adam(netg.parameters(), lr=1e-4, betas=(0.0, 0.9))
@@ -956,6 +979,10 @@ def _variants() -> List[Variant]:
           wgan_calls[:1], "message: Mismatch in shape"),
         v("wgan_gp", "create_graph without retain_graph",
           partial(wgan_gp, mistake="create_graph without retain_graph"), wgan_calls[:2], "backward-twice"),
+        v("wgan_gp", "minibatch discrimination with torch.cdist",
+          partial(wgan_gp, mistake="minibatch discrimination with torch.cdist"), wgan_calls[:2], "no-derivative"),
+        v("wgan_gp", "minibatch discrimination, distances by hand",
+          partial(wgan_gp, mistake="minibatch discrimination, distances by hand"), wgan_calls, RUNS),
         v("wgan_gp", "backward(mone), backward(one)", wgan_gp_one_mone,
           ("real backward(mone)", "fake backward(one)", "gradient penalty", "penalty backward"), RUNS),
         v("wgan_gp", "backward(mone) with one = FloatTensor([1]) on a 0-dim output",
