@@ -445,7 +445,8 @@ def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[Paramet
                                  bool(arguments.retain_graph or arguments.create_graph), SilentChange)
     problems += opaque.problems
     targets = traversal.input_nodes(traversal.graph_nodes(tensors), wanted) if wanted is not None else []
-    missing, unjudged = formulas.on_the_way(running, targets, wanted is not None)
+    missing, unjudged, formula_notes = formulas.on_the_way(running, targets, wanted is not None)
+    notes += formula_notes
     unseen = [*opaque.unseen, *_formulas_it_cannot_judge(running, arguments), *unjudged]
     places = _places(problems, names)
     possible = _error_order(tensors, running, problems, missing)
@@ -469,7 +470,8 @@ def _missing_line(missing: formulas.Missing, names: Dict[int, str]) -> str:
     near = traversal.nearest_parameters(missing.node, names)
     modules = sorted({name.rsplit(".", 1)[0] if "." in name else name for name in near})
     where = f" (next to {', '.join(modules[:3])}{' ...' if len(modules) > 3 else ''})" if modules else ""
-    return f"{type(missing.node).__name__}{where}: '{missing.message}'"
+    message = f"'{missing.message}'" if missing.exact else missing.message
+    return f"{type(missing.node).__name__}{where}: {message}"
 
 
 def _error_order(outputs: List[torch.Tensor], running: List[Any], problems: List[SavedTensor],

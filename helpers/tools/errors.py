@@ -279,16 +279,19 @@ KINDS: dict[str, ErrorKind] = {
         # An error of a node: raised when the backward runs a formula PyTorch does not have.
         ErrorKind(
             name="no-derivative",
-            title="A backward formula PyTorch does not have (often the backward of a backward)",
+            title="A backward the graph has no formula for (often the backward of a backward)",
             exception_type=Exception,  # NotImplementedError for a formula PyTorch lists, RuntimeError for the rest
             # "the derivative for '_cdist_backward' is not implemented." (a listed formula),
             # "derivative for <op> is not implemented" (an op with none), and a custom Function's backward
             # marked @once_differentiable, differentiated again.
             pattern=re.compile(r"derivative for .+ is not implemented|"
-                               r"trying to differentiate twice a function that was marked with @once_differentiable"),
+                               r"trying to differentiate twice a function that was marked with @once_differentiable|"
+                               r"Autograd not implemented for |"
+                               r"You must implement either the backward or vjp method for your custom "
+                               r"autograd\.Function"),
             explanation=(
-                "PyTorch has no gradient formula for an op on the way (for one of its inputs); often a backward's own\n"
-                "backward, which create_graph=True records. Keep that op out of what is differentiated, or use another."
+                "A node on the way has no gradient formula: often a backward's own (create_graph=True records it).\n"
+                "Keep that op out of what is differentiated, or use another; your Function: no @once_differentiable."
             ),
         ),
     )

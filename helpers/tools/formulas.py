@@ -2,15 +2,18 @@
 
 A gradient penalty (``create_graph=True``) records the backward pass itself, so the penalty's own backward runs the
 backward of each backward formula. Some have none: ``torch.cdist``'s backward (``_cdist_backward``) is not
-differentiable, and the penalty's backward raises ``the derivative for '_cdist_backward' is not implemented``.
-PyTorch lists such formulas as ``not_implemented(...)`` in its ``derivatives.yaml``, a copy of which every torch
-wheel ships inside ``torchgen``; this module reads that copy (never imports ``torchgen``) and names each node class
-after it as PyTorch's code generator does. Two more node classes always raise: ``Error`` (the outputs of a custom
-Function's backward marked ``@once_differentiable``) and ``NotImplemented``.
+differentiable, and a backward that reaches that node raises ``the derivative for '_cdist_backward' is not
+implemented``. PyTorch lists such formulas as ``not_implemented(...)`` in its ``derivatives.yaml``, a copy of which
+torch's wheels ship beside ``torch`` inside ``torchgen``; this module reads that copy (never imports ``torchgen``),
+only when it sits beside the ``torch`` imported and names only classes this build has, and names each node class
+after it as PyTorch's code generator does. Other nodes that always raise: ``Error`` (the outputs of a custom
+Function's backward marked ``@once_differentiable``, or of an operator whose autograd is not implemented),
+``NotImplemented``, and a custom Function that defines no ``backward`` (nor ``vjp``).
 
 A formula missing for one input raises only when that input's gradient is needed: an edge to a node the backward
-runs, or to what it differentiates for. Where the table cannot be read or a node cannot be matched to one entry, the
-answer is "cannot tell", never "will run".
+runs, or to what it differentiates for. Where the table cannot be read, the nodes of the ops known to lack one (as
+of torch 2.13) and every backward of a backward are "cannot tell"; so is a node that cannot be matched to its
+entry. Not visible at all: the op an in-place change of a view wraps (``CopySlices``); a note says so.
 """
 from __future__ import annotations
 
@@ -23,11 +26,24 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 _NOT_IMPLEMENTED = re.compile(r"""not_implemented(?:_list)?\(\s*"([^"]*)\"""")
+# The classes of torch 2.13's table: without a readable table these are "cannot tell", not "will run".
+KNOWN_WITHOUT_FORMULA = frozenset((
+    "AcoshBackward1", "AsinhBackward1", "AtanhBackward1", "BatchNormBackwardBackward0", "CdistBackwardBackward0",
+    "ChunkBackward0", "CudnnBatchNormBackwardBackward0", "CudnnRnnBackwardBackward0", "EmbeddingBagBackwardBackward0",
+    "EmbeddingBagDenseBackwardBackward0", "EmbeddingRenormBackward0", "GeqrfBackward0", "IgammaBackward0",
+    "IgammacBackward0", "MiopenBatchNormBackwardBackward0", "NativeBatchNormBackwardBackward0",
+    "NativeDropoutBackwardBackward0", "NativeLayerNormBackwardBackward0", "PdistBackwardBackward0",
+    "SpecialZetaBackward0", "SpecialZetaBackward2", "StandardGammaGradBackward0", "Unique2Backward0",
+    "UniqueBackward0", "UniqueConsecutiveBackward0", "UniqueDimBackward0", "UniqueDimConsecutiveBackward0"))
+NO_BACKWARD_METHOD = "You must implement either the backward or vjp method for your custom autograd.Function"
 _ALWAYS_RAISING = {
-    "Error": "trying to differentiate twice a function that was marked with @once_differentiable",
+    # Its message is its own: "trying to differentiate twice a function that was marked with @once_differentiable",
+    # or "Autograd not implemented for <op>" (torch._higher_order_ops); which one is not visible from Python.
+    "Error": "the error this node was made with (a backward marked @once_differentiable, differentiated again, or "
+             "an operator whose autograd is not implemented)",
     # An op with no formula at all: PyTorch's message names it ("derivative for aten::<op> is not implemented"),
     # but the node does not say which from Python.
-    "NotImplemented": "derivative for aten::<an op this node does not name> is not implemented",
+    "NotImplemented": "'derivative for aten::<op> is not implemented' (the node does not say which op)",
 }
 
 
@@ -40,12 +56,14 @@ class Formula:
         arguments: the inputs it passes gradients to, in the order of its ``next_functions``.
         missing: the inputs whose formula is ``not_implemented``, with the name PyTorch's message gives.
         lists: an input is a list of tensors, so edges cannot be matched to inputs by position.
+        op: the op's name in derivatives.yaml (``_cdist_backward``, ``acosh_``).
     """
 
     node: str
     arguments: Tuple[str, ...]
     missing: Mapping[str, str]
     lists: bool
+    op: str = ""
 
 
 @dataclass(frozen=True)
@@ -54,14 +72,29 @@ class Missing:
 
     node: Any
     message: str
+    exact: bool = True  # PyTorch's own words; False where only what they say is known
 
 
 def _table_path() -> Optional[Path]:
+    """The yaml of the torchgen installed beside the ``torch`` imported (never another copy on ``sys.path``)."""
+    import torch
+
     spec = importlib.util.find_spec("torchgen")
     if spec is None or spec.origin is None:
         return None
-    path = Path(spec.origin).parent / "packaged" / "autograd" / "derivatives.yaml"
+    folder = Path(spec.origin).resolve().parent
+    if folder.parent != Path(torch.__file__).resolve().parent.parent:
+        return None  # a torchgen of some other checkout or release: not this build's table
+    path = folder / "packaged" / "autograd" / "derivatives.yaml"
     return path if path.is_file() else None
+
+
+def _of_this_build(found: Mapping[str, Formula]) -> bool:
+    """Every class the table names exists in this build (when the build lists its node classes)."""
+    import torch
+
+    classes = set(dir(getattr(torch._C, "_functions", None)))
+    return not classes or all(name in classes for name in found)
 
 
 def _prefix(name: str) -> str:
@@ -134,16 +167,43 @@ def table() -> Optional[Dict[str, Formula]]:
             counters[prefix] += 1
             ordered, missing, lists = read
             if missing:
-                found[node] = Formula(node, ordered, missing, lists)
-    return found
+                found[node] = Formula(node, ordered, missing, lists, base)
+    return found if _of_this_build(found) else None
 
 
 def _message(name: str) -> str:
     return f"the derivative for '{name}' is not implemented."
 
 
-def on_the_way(running: Sequence[Any], targets: Sequence[Any], with_inputs: bool) -> Tuple[List[Missing], List[str]]:
-    """The nodes among ``running`` that raise for want of a formula, and those the tool cannot judge (sentences).
+def _custom_without_backward(node: Any) -> bool:
+    """A custom autograd.Function's node whose class defines neither ``backward`` nor ``vjp``."""
+    import torch
+
+    function = getattr(type(node), "_forward_cls", None)
+    if not isinstance(function, type) or not issubclass(function, torch.autograd.Function):
+        return False
+    base = torch.autograd.Function
+    return all(getattr(function, name, None) is getattr(base, name, None) for name in ("backward", "vjp"))
+
+
+def in_place_without_formula() -> List[str]:
+    """The in-place ops with a missing formula for ``self``: those the table lists (``acosh_``) and the in-place
+    variants of the ops it lists (``igamma_``, which uses igamma's formula)."""
+    import torch
+
+    found = set()
+    for formula in (table() or {}).values():
+        if formula.op.endswith("_"):
+            found.add(formula.op)
+        elif "self" in formula.missing and hasattr(torch.Tensor, formula.op + "_"):
+            found.add(formula.op + "_")
+    return sorted(found)
+
+
+def on_the_way(running: Sequence[Any], targets: Sequence[Any], with_inputs: bool
+               ) -> Tuple[List[Missing], List[str], List[str]]:
+    """The nodes among ``running`` that raise for want of a formula; those the tool cannot judge (sentences); and
+    notes on what it cannot see at all (an in-place op on a view).
 
     Args:
         running: the nodes the backward runs (``traversal.nodes_backward_runs``).
@@ -153,19 +213,26 @@ def on_the_way(running: Sequence[Any], targets: Sequence[Any], with_inputs: bool
     needed = {id(node) for node in running} | {id(node) for node in targets}
     raising: List[Missing] = []
     unjudged: List[str] = []
-    known = None
+    notes: List[str] = []
+    known = table()
     for node in running:
         name = type(node).__name__
         if name in _ALWAYS_RAISING:
-            raising.append(Missing(node, _ALWAYS_RAISING[name]))
+            raising.append(Missing(node, _ALWAYS_RAISING[name], exact=False))
             continue
-        if "BackwardBackward" not in name and not name.endswith(("Backward0", "Backward1", "Backward2")):
+        if _custom_without_backward(node):
+            raising.append(Missing(node, NO_BACKWARD_METHOD + " ..."))
             continue
-        known = table() if known is None else known
+        if name == "CopySlices" and not notes:
+            in_place = in_place_without_formula() if known is not None else ["acosh_", "asinh_", "atanh_", "igamma_",
+                                                                             "igammac_"]
+            notes.append(f"{name}: an in-place op on a view; which op it wraps is not visible from Python. If it is "
+                         f"one PyTorch has no formula for ({', '.join(in_place)}), backward raises 'derivative for "
+                         "... is not implemented'.")
         if known is None:
-            if "BackwardBackward" in name:
-                unjudged.append(f"{name}: the backward of a backward formula; this build's table of formulas "
-                                "(torchgen's derivatives.yaml) could not be read, so whether it has one is not known.")
+            if "BackwardBackward" in name or name in KNOWN_WITHOUT_FORMULA:
+                unjudged.append(f"{name}: this build's table of backward formulas (torchgen's derivatives.yaml, "
+                                "beside torch) could not be read, so whether it has a formula for it is not known.")
             continue
         formula = known.get(name)
         if formula is None:
@@ -182,4 +249,4 @@ def on_the_way(running: Sequence[Any], targets: Sequence[Any], with_inputs: bool
         hit = [formula.arguments[i] for i in used if formula.arguments[i] in formula.missing]
         if hit:
             raising.append(Missing(node, _message(formula.missing[hit[0]])))
-    return raising, unjudged
+    return raising, unjudged, notes
