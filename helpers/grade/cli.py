@@ -11,14 +11,16 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import psutil
 
-from helpers.grade.grading import Checker, Limits, Row, grade
+from helpers.grade import sandbox
+from helpers.grade.grading import Limits, Row, grade
 from helpers.grade.processes import become_subreaper, kill_tree
-from helpers.grade.report import summary_line, write_csv, write_html
+from helpers.grade.report import clean_text, summary_line, write_csv, write_html
 from helpers.grade.submissions import OUTPUT_NAMES, Submission, read_folder
+from helpers.grade.workdirs import clean_stale, new_run_folder
 
 GIB = 2**30
 MEMORY_PER_SLOT = int(1.5 * GIB)  # notebook 08 with its 2 workers peaks near 1 GiB; a check adds about 0.35 GiB
@@ -48,7 +50,7 @@ class Progress:
     def cell(self, name: str, done: int, total: int) -> None:
         if self.live:
             with self.lock:
-                self.stream.write(f"\r\033[K  {bar(done, total)}  {name[-50:]}")
+                self.stream.write(f"\r\033[K  {bar(done, total)}  {clean_text(name)[-50:]}")
                 self.stream.flush()
 
     def done(self, name: str, rows: Sequence[Row], cells: Tuple[int, int], seconds: float) -> None:
@@ -60,7 +62,8 @@ class Progress:
             self.finished += 1
             prefix = "\r\033[K" if self.live else ""
             shown = bar(*cells) if cells[1] else "(not run: see its line in the report)"
-            self.stream.write(f"{prefix}{self.finished:>3}/{self.total} {shown} {seconds:5.1f} s  {name}: {verdict}\n")
+            self.stream.write(f"{prefix}{self.finished:>3}/{self.total} {shown} {seconds:5.1f} s  {clean_text(name)}: "
+                              f"{verdict}\n")
             self.stream.flush()
 
 
@@ -88,60 +91,131 @@ def parse_arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--salt", type=int, default=None, help="shift of the checkers' seeds (default: random; "
                                                                "give one to grade again with the same inputs)")
     parser.add_argument("--keep", action="store_true", help="keep each notebook's private folder and logs")
+    parser.add_argument("--without-sandbox", action="store_true",
+                        help="grade even where bubblewrap cannot run (macOS, no user namespaces): each notebook then "
+                             "runs as a plain process that can see and change what you can")
     return parser.parse_args(argv)
 
 
+def isolated_again(argv: Optional[Sequence[str]]) -> None:
+    """Start again as ``python -I``, unless already: no sys.path entry from the working folder, PYTHONPATH or the
+    user's site-packages, so nothing in a graded folder can stand in for the grader's own modules."""
+    if sys.flags.isolated:
+        return
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    os.execv(sys.executable, [sys.executable, "-I", "-m", "helpers.grade", *arguments])
+
+
+def command_maker(args: argparse.Namespace) -> Optional[Callable[[List[str], Path], List[str]]]:
+    """How a notebook's runner is started: inside bubblewrap, or (with --without-sandbox) as it is; None when the
+    sandbox cannot run and the teacher did not accept the weaker mode."""
+    isolation = sandbox.isolation()
+    if isolation.available:
+        print(f"Each notebook runs in its own sandbox ({isolation.reason}).", flush=True)
+        return lambda command, root: sandbox.sandboxed(command, root, env=sandbox_environment(root))
+    if not args.without_sandbox:
+        print(f"The sandbox cannot run here: {isolation.reason}.\nWithout it a notebook can see and change what you "
+              "can. Install bubblewrap (apt install bubblewrap), or pass --without-sandbox to grade anyway.",
+              file=sys.stderr)
+        return None
+    print(f"Grading without a sandbox ({isolation.reason}): each notebook can see and change what you can.",
+          flush=True)
+    return lambda command, root: command
+
+
+def sandbox_environment(root: Path) -> Dict[str, str]:
+    """The few variables a runner gets inside its sandbox."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": os.environ.get("LANG", "C.UTF-8"),
+            "HOME": str(root / "home"), "TMPDIR": str(root / "tmp"), "CUDA_VISIBLE_DEVICES": "",
+            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def write_reports(folder: Path, rows: Sequence[Row], line: str, salt: int, warnings: Sequence[str]) -> None:
+    """grades.csv and grades.html, each written to a new file and then moved in place (a link in the folder is
+    replaced, never followed)."""
+    for name, write in (("grades.csv", lambda path: write_csv(rows, path)),
+                        ("grades.html", lambda path: write_html(rows, path, f"{line} Seed salt {salt}.", warnings))):
+        handle, temporary = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
+        os.close(handle)
+        write(Path(temporary))
+        os.replace(temporary, folder / name)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Grade the folder; 0 when the reports were written (whatever the grades), 2 when the folder is not one."""
+    """Grade the folder; 0 when the reports were written (whatever the grades), 2 when the folder is not one or the
+    sandbox cannot run (without --without-sandbox)."""
+    isolated_again(argv)
     args = parse_arguments(argv)
     folder = args.folder.expanduser().resolve()
     if not folder.is_dir():
         print(f"{folder} is not a folder", file=sys.stderr)
         return 2
+    command_for = command_maker(args)
+    if command_for is None:
+        return 2
     started = time.monotonic()
+    for stale in clean_stale():
+        print(f"Removed what an earlier grading run left behind: {stale}", flush=True)
+    work = new_run_folder()
+    os.chdir(work)
     submissions = read_folder(folder)
     salt = args.salt if args.salt is not None else 10**6 + secrets.randbelow(10**9)
     limits = Limits(timeout_s=args.timeout, cell_timeout_s=args.cell_timeout, memory_bytes=int(args.memory * GIB),
                     check_timeout_s=args.check_timeout)
     jobs = args.jobs or default_jobs()
-    print(f"Grading {len(submissions)} notebooks in {folder}, {jobs} at a time (seed salt {salt}).", flush=True)
+    print(f"Grading {len(submissions)} notebooks in {clean_text(str(folder))}, {jobs} at a time (seed salt {salt}).",
+          flush=True)
     before = folder_state(folder)
     become_subreaper()
-    work = Path(tempfile.mkdtemp(prefix="course-grade-"))
-    checker = Checker(work)
     progress = Progress(len(submissions))
+    done: Dict[int, List[Row]] = {}
+    lock = threading.Lock()
 
-    def one(submission: Submission) -> List[Row]:
+    def partial() -> None:
+        with lock:
+            rows = [row for index in sorted(done) for row in done[index]]
+            line = (f"Partial report: {len(done)} of {len(submissions)} notebooks graded so far "
+                    f"({time.monotonic() - started:.0f} s).")
+            write_reports(folder, rows, line, salt, [])
+
+    def one(indexed: Tuple[int, Submission]) -> List[Row]:
+        index, submission = indexed
         cells = [0, 0]
 
-        def on_cell(done: int, total: int) -> None:
-            cells[:] = [done, total]
-            progress.cell(submission.name, done, total)
+        def on_cell(count: int, total: int) -> None:
+            cells[:] = [count, total]
+            progress.cell(submission.name, count, total)
 
         begun = time.monotonic()
-        rows = grade(submission, checker, limits, salt, work, on_cell)
+        try:
+            rows = grade(submission, limits, salt, work, on_cell, command_for, keep=args.keep)
+        except Exception as error:  # whatever happened to one notebook, it still gets its row
+            rows = [Row(submission.name, "", "error", f"The grader failed on it ({type(error).__name__}).",
+                        submission.learner)]
         progress.done(submission.name, rows, (cells[0], cells[1]), time.monotonic() - begun)
+        with lock:
+            done[index] = rows
+        partial()
         return rows
 
     try:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            rows = [row for result in pool.map(one, submissions) for row in result]
+            rows = [row for result in pool.map(one, enumerate(submissions)) for row in result]
     finally:
-        checker.close()
         kill_tree()
+        os.chdir(folder)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     after = folder_state(folder)
     changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
-    warnings = ([f"files under the folder changed while grading, by a notebook's code: {', '.join(changed[:5])}"]
+    warnings = ([f"files under the folder changed while grading: {clean_text(', '.join(changed[:5]))}"]
                 if changed else [])
     line = summary_line(rows, len(submissions), time.monotonic() - started)
-    write_csv(rows, folder / "grades.csv")
-    write_html(rows, folder / "grades.html", f"{line} Seed salt {salt}.", warnings)
+    write_reports(folder, rows, line, salt, warnings)
     for warning in warnings:
         print(f"Warning: {warning}")
     print(line)
-    print(f"Wrote {folder / 'grades.csv'} and {folder / 'grades.html'}.")
+    print(f"Wrote {clean_text(str(folder / 'grades.csv'))} and {clean_text(str(folder / 'grades.html'))}.")
     if args.keep:
         print(f"Each notebook's private folder and logs: {work}")
     return 0

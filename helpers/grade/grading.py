@@ -1,27 +1,52 @@
-"""Grading one notebook: run it (runner.py, a process of its own), then check its answers (checker.py), and turn
-both into one row per exercise."""
+"""Grading one notebook: run it in its sandbox (runner.py, untrusted), then judge its answers here (trusted), from
+data alone, and turn both into one row per exercise.
+
+The grader copies the notebook and the files beside it into a private folder, starts the runner in a sandbox that
+sees only that folder (``sandbox.py``), and watches it from outside: its time, and the memory of all its processes,
+counted once per page. The runner sends progress, then what the run did, then, for each situation the checking
+engine asks for, the records of the learner's calls: data. The engine makes the reference's calls here and compares
+(``engine.judge.judge_records``); no learner code ever runs in this process, and nothing here is imported from the
+graded folder.
+"""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+from helpers.course import seeds
+from helpers.course.exercises.engine.judge import RecordsDiffer, judge_records, situations_tried
+from helpers.course.exercises.engine.situations import Situation
+from helpers.course.exercises.guard import NotAttempted
 from helpers.course.exercises.registry import exercises
+from helpers.grade import wire
+from helpers.grade.ddp import TIMEOUT_S, WORLD_SIZE, reference_verdicts_on_rank, situations_data
+from helpers.grade.frames import FrameError, json_payload, read_frame, write_json
+from helpers.grade.processes import TreeWatch, kill_tree
+from helpers.grade.records import RecordsError, records_from_data
+from helpers.grade.report import clean_text
 from helpers.grade.submissions import Submission
+from helpers.grade.wire import WireError
+from helpers.tools.spawn import WorkerFailed, run_distributed
 
 STATUSES = ("passed", "failed", "not attempted", "error")
-EXPOSED = ("Fresh inputs exposed it: the notebook's own check passed this answer, but the grader's inputs, which the "
-           "notebook never saw, show that it is wrong. ")
+EXPOSED = ("Fresh inputs exposed it: the same sweep on the notebook's own seeds passed this answer, but the grader's "
+           "inputs, which the notebook never saw, show that it is wrong. ")
+MAX_PROCESSES = 24
+MAX_BESIDE_BYTES = 64 * 2**20  # the files copied beside a notebook, all together
+JUDGING = threading.Lock()  # the engine's seeds and reference records are this process's: one judge at a time
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Per notebook: the whole run's time, one cell's time, the memory of all its processes, a check's time."""
+    """Per notebook: the whole run's time, one cell's time, the memory of all its processes, the checks' time."""
 
     timeout_s: int = 300
     cell_timeout_s: int = 120
@@ -41,145 +66,310 @@ class Row:
     own_check_passed: Optional[bool] = None
 
 
-class Checker:
-    """The checking process (checker.py), started once and shared: one check at a time."""
+@dataclass
+class Sandboxed:
+    """A runner started for one notebook, its pipes, and why it was stopped (if it was)."""
 
-    def __init__(self, work: Path) -> None:
-        self._lock = threading.Lock()
-        self._work = work
-        self._process: Optional[subprocess.Popen] = None
-        self._jobs = 0
+    process: subprocess.Popen
+    stopped: Dict[str, Any] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def _start(self) -> subprocess.Popen:
-        with open(self._work / "checker.log", "ab") as log:
-            process = subprocess.Popen([sys.executable, "-m", "helpers.grade.checker"], cwd=self._work,
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
-        line = process.stdout.readline() if process.stdout else ""
-        if not line.startswith('{"ready"'):
-            process.kill()
-            log_lines = (self._work / "checker.log").read_text(errors="replace").strip().splitlines()
-            raise RuntimeError(log_lines[-1] if log_lines else "it ended without a word")
-        return process
-
-    def check(self, answers: Path, exercise_answers: Dict[str, str], salt: int, limits: Limits) -> Dict[str, Any]:
-        """``{"results": {exercise: record}}``, or ``{"problem": reason}``."""
-        with self._lock:
-            if self._process is None or self._process.poll() is not None:
-                try:
-                    self._process = self._start()
-                except (OSError, RuntimeError) as error:  # every notebook still gets its row, with the reason
-                    self._process = None
-                    return {"problem": f"the grader's checking process could not start ({error})"}
-            self._jobs += 1
-            job = {"job": self._jobs, "answers": str(answers), "exercises": exercise_answers, "salt": salt,
-                   "timeout_s": limits.check_timeout_s, "memory_bytes": limits.memory_bytes * 2 // 3}
-            assert self._process.stdin is not None and self._process.stdout is not None
-            self._process.stdin.write(json.dumps(job) + "\n")
-            self._process.stdin.flush()
-            line = self._process.stdout.readline()
-            if not line:
-                self._process = None
-                return {"problem": "the checking process ended during its check"}
-            return json.loads(line)
-
-    def close(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            assert self._process.stdin is not None
-            self._process.stdin.close()
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
+    def stop(self, reason: str) -> None:
+        with self.lock:
+            if not self.stopped:
+                self.stopped.update(reason=reason, cell=None)
+        kill_tree(root_pid=self.process.pid)
 
 
-def run_notebook(submission: Submission, limits: Limits, work: Path,
-                 on_cell: Callable[[int, int], None]) -> Dict[str, Any]:
-    """Run the notebook in runner.py (a process and a private folder of its own); its RESULT.json as a dict."""
-    root = Path(tempfile.mkdtemp(prefix="notebook-", dir=work))
-    known = exercises()
-    job = {"root": str(root), "notebook": str(submission.path), "threads": 1,
-           "answer_names": [known[exercise_id].answer_name for exercise_id in submission.exercise_ids],
-           "memory_bytes": limits.memory_bytes, "timeout_s": limits.timeout_s,
-           "cell_timeout_s": min(limits.cell_timeout_s, limits.timeout_s)}
-    (root / "JOB.json").write_text(json.dumps(job), encoding="utf-8")
-    with open(root / "runner.log", "wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "helpers.grade.runner", str(root / "JOB.json")],
-                                   cwd=root, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
-        assert process.stdout is not None
-        for line in process.stdout:
-            try:
-                progress = json.loads(line)
-                on_cell(int(progress["cell"]), int(progress["of"]))
-            except (ValueError, KeyError, TypeError):
-                continue
+class Stopped(Exception):
+    """The runner is gone (stopped from outside, ended, or broke the protocol)."""
+
+
+def copy_in(submission: Submission, work: Path) -> None:
+    """The notebook and the regular files beside it (not other notebooks, folders or links) into ``work``."""
+    work.mkdir(parents=True)
+    total = 0
+    for path in sorted(submission.path.parent.iterdir()):
         try:
-            process.wait(timeout=limits.timeout_s + 180)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    result_path = root / "RESULT.json"
-    if not result_path.exists():
-        return {"root": str(root), "stopped": {"reason": "the grader's runner failed; see "
-                                                         f"{root / 'runner.log'}", "cell": None}}
-    return {"root": str(root), **json.loads(result_path.read_text(encoding="utf-8"))}
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if not os.path.isfile(path) or os.path.islink(path) or path.name.startswith("grades."):
+            continue
+        if path != submission.path and path.suffix == ".ipynb":
+            continue
+        total += info.st_size
+        if path != submission.path and total > MAX_BESIDE_BYTES:
+            continue
+        shutil.copyfile(path, work / path.name, follow_symlinks=False)
 
 
-def _exercise_rows(submission: Submission, run: Dict[str, Any], checked: Dict[str, Any]) -> List[Row]:
+def start(submission: Submission, limits: Limits, root: Path, command_for: Callable[[List[str], Path], List[str]],
+          answer_names: List[str]) -> Sandboxed:
+    """Copy the notebook in and start its runner (through ``command_for``: the sandbox, or none)."""
+    copy_in(submission, root / "work")
+    job = {"root": str(root), "notebook": submission.path.name, "threads": 1, "answer_names": answer_names,
+           "memory_bytes": limits.memory_bytes, "cell_timeout_s": min(limits.cell_timeout_s, limits.timeout_s)}
+    (root / "JOB.json").write_text(json.dumps(job), encoding="utf-8")
+    command = command_for([sys.executable, "-I", "-m", "helpers.grade.runner", str(root / "JOB.json")], root)
+    with open(root / "runner.log", "wb") as log:
+        process = subprocess.Popen(command, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                   start_new_session=True)
+    return Sandboxed(process)
+
+
+def read_run(sandboxed: Sandboxed, on_cell: Callable[[int, int], None]) -> Dict[str, Any]:
+    """Progress frames until the result frame: what the run did (as the runner says: data to read, not trust)."""
+    assert sandboxed.process.stdout is not None
+    while True:
+        try:
+            kind, payload = read_frame(sandboxed.process.stdout)
+        except (EOFError, FrameError) as error:
+            raise Stopped(str(error)) from None
+        value = json_payload(payload)
+        if kind == "progress":
+            try:
+                on_cell(int(value["cell"]), int(value["of"]))
+            except (KeyError, TypeError, ValueError):
+                pass
+        elif kind == "result":
+            return value
+        else:
+            raise Stopped(f"a {kind} frame before the run's result")
+
+
+class CallsFailed(Exception):
+    """The sandbox could not make the learner's calls (its ranks hung, its answer broke the set-up): the text says
+    why, as the sandbox reported it."""
+
+
+def _exchange(sandboxed: Sandboxed, request: Dict[str, Any]) -> Any:
+    """Send one request; the decoded data of the records frame that answers it."""
+    assert sandboxed.process.stdin is not None and sandboxed.process.stdout is not None
+    try:
+        write_json(sandboxed.process.stdin, "request", request)
+        kind, payload = read_frame(sandboxed.process.stdout)
+    except (OSError, EOFError, FrameError) as error:
+        raise Stopped(str(error)) from None
+    if kind != "records":
+        raise Stopped(f"a {kind} frame where records were asked for")
+    try:
+        return wire.decode(payload)
+    except WireError as error:
+        raise Stopped(f"what it sent back is not data ({error})") from None
+
+
+def _calls_made(value: Any) -> Any:
+    """``value``, unless it is the sandbox's word that the calls could not be made (CallsFailed)."""
+    if isinstance(value, dict) and set(value) == {"failed"} and isinstance(value["failed"], str):
+        raise CallsFailed(value["failed"])
+    return value
+
+
+def ask(sandboxed: Sandboxed, exercise_id: str, situation: Situation, salt: int) -> List[Any]:
+    """The learner's records of one situation, from the sandbox."""
+    value = _calls_made(_exchange(sandboxed, {"exercise": exercise_id, "salt": salt, "situation": {
+        "values": [list(pair) for pair in situation.values], "seed": situation.seed}}))
+    try:
+        return records_from_data(value)
+    except RecordsError as error:
+        raise Stopped(f"what it sent back is not records ({error})") from None
+
+
+def _ddp_verdict(sandboxed: Sandboxed, exercise_id: str, salt: int) -> Optional[str]:
+    """Notebook 08's exercise: every situation at once, the learner's on the sandbox's two ranks, the reference's
+    on two ranks of the grader's own. None, or the diagnosis."""
+    contract = exercises()[exercise_id].contract
+    seeds.set_salt(salt)
+    situations = situations_data(contract)
+    per_rank = _calls_made(_exchange(sandboxed, {"exercise": exercise_id, "salt": salt, "situations": situations}))
+    if not (isinstance(per_rank, list) and len(per_rank) == WORLD_SIZE and all(
+            isinstance(rank, list) and len(rank) == len(situations) for rank in per_rank)):
+        raise Stopped("what it sent back is not one list of records per rank and situation")
+    verdicts = run_distributed(reference_verdicts_on_rank, world_size=WORLD_SIZE, timeout_s=TIMEOUT_S,
+                               args=(exercise_id, [wire.encode(rank) for rank in per_rank], situations, salt))
+    if any(found == ["not attempted"] for found in verdicts):
+        raise NotAttempted()
+    for index in range(len(situations)):
+        for rank, found in enumerate(verdicts):
+            if index < len(found) and found[index] is not None:
+                return f"On rank {rank}: {found[index]}"
+    return None
+
+
+def judge_exercise(sandboxed: Sandboxed, exercise_id: str, salt: int) -> Dict[str, Any]:
+    """``{"status", "message", "own_check_passed"}`` for one exercise, judged here from the sandbox's records."""
+    contract = exercises()[exercise_id].contract
+
+    def verdict(with_salt: int) -> Optional[str]:
+        if contract.sync is not None:
+            return _ddp_verdict(sandboxed, exercise_id, with_salt)
+        seeds.set_salt(with_salt)
+        return judge_records(contract, lambda situation: ask(sandboxed, exercise_id, situation, with_salt),
+                             elsewhere=True)
+
+    with JUDGING:
+        try:
+            diagnosis = verdict(salt)
+            if diagnosis is None:
+                return {"status": "passed", "message": f"Matched the reference in all {situations_tried(contract)} "
+                                                       "situations the check generates, on inputs the notebook never "
+                                                       "saw."}
+            own = verdict(0) is None
+        except NotAttempted:
+            return {"status": "not attempted", "message": "Still the stub: no answer written yet."}
+        except CallsFailed as error:
+            return {"status": "failed", "message": f"Its calls could not be made: {clean_text(str(error))}."}
+        except (TimeoutError, WorkerFailed) as error:
+            return {"status": "error", "message": f"Not graded: the grader's own processes for the reference failed "
+                                                  f"({type(error).__name__}: {clean_text(str(error))[:200]})."}
+        except RecordsDiffer as error:
+            return {"status": "failed", "message": f"Not accepted: the records sent back are not of the grader's "
+                                                   f"inputs ({error}): something in the notebook changed how they "
+                                                   "were made."}
+        finally:
+            seeds.set_salt(0)
+    return {"status": "failed", "message": clean_text(diagnosis), "own_check_passed": own}
+
+
+def _exercise_rows(submission: Submission, run: Dict[str, Any], checked: Dict[str, Dict[str, Any]],
+                   problem: Optional[str]) -> List[Row]:
     rows = []
     stopped = run.get("stopped") or {}
     writes = run.get("writes") or []
     for exercise_id in submission.exercise_ids:
         cell = (run.get("exercise_cells") or {}).get(exercise_id)
+        record = checked.get(exercise_id)
         if writes:
-            status, message = "error", (f"Stopped: it tried to write outside its own folder ({writes[0]['path']}); "
-                                        "the grader refused the write and does not grade a notebook that does this.")
+            path = clean_text(str((writes[0] or {}).get("path", "?")))[:200]
+            status, message = "error", (f"Stopped: it tried to write outside its own folder ({path}); the grader "
+                                        "refused the write and does not grade a notebook that does this.")
         elif stopped and stopped.get("cell") is None:
-            status, message = "error", f"Stopped: {stopped['reason']}."
-        elif exercise_id not in submission.found_ids or cell is None:
-            status, message = "not attempted", "The notebook has no cell for this exercise (no '# EXERCISE:' line)."
-        elif stopped and cell >= stopped["cell"]:
-            status, message = "error", (f"Its cell (code cell {cell}) never ran: {stopped['reason']}, and Run All "
-                                        "stops there too.")
-        elif "problem" in checked:
-            status, message = "error", f"Not graded: {checked['problem']}."
-        else:
-            record = checked.get("results", {}).get(exercise_id, {"status": "error", "message": "no result"})
-            status, message = record["status"], record["message"]
+            status, message = "error", f"Stopped: {clean_text(str(stopped.get('reason')))}."
+        elif record is not None and record["status"] == "not attempted" and cell is None:
+            status, message = "not attempted", ("The notebook has no cell for this exercise (no '# EXERCISE:' line), "
+                                                "and does not define its answer.")
+        elif record is not None:
+            message = record["message"]
             if record.get("own_check_passed"):
                 message = EXPOSED + message
-            rows.append(Row(submission.name, exercise_id, status, message, submission.learner,
+            rows.append(Row(submission.name, exercise_id, record["status"], message, submission.learner,
                             record.get("own_check_passed")))
             continue
+        elif exercise_id not in submission.found_ids and cell is None:
+            status, message = "not attempted", "The notebook has no cell for this exercise (no '# EXERCISE:' line)."
+        elif stopped and cell is not None and cell >= stopped["cell"]:
+            status, message = "error", (f"Its cell (code cell {cell}) never ran: {clean_text(str(stopped['reason']))}"
+                                        ", and Run All stops there too.")
+        else:
+            status, message = "error", f"Not graded: {problem or 'its check did not finish'}."
         rows.append(Row(submission.name, exercise_id, status, message, submission.learner))
     return rows
 
 
-def grade(submission: Submission, checker: Checker, limits: Limits, salt: int, work: Path,
-          on_cell: Callable[[int, int], None]) -> List[Row]:
-    """The rows of one notebook: run it, check what it defined, say what happened."""
+def validated(run: Any) -> Dict[str, Any]:
+    """The runner's account of the run, kept only in the shapes the grader reads (it comes from the sandbox)."""
+    if not isinstance(run, dict):
+        return {}
+    found: Dict[str, Any] = {}
+    stopped = run.get("stopped")
+    if isinstance(stopped, dict) and isinstance(stopped.get("reason"), str) and (
+            stopped.get("cell") is None or type(stopped.get("cell")) is int):
+        found["stopped"] = {"reason": stopped["reason"][:300], "cell": stopped.get("cell")}
+    cells = run.get("exercise_cells")
+    if isinstance(cells, dict):
+        found["exercise_cells"] = {str(k): v for k, v in cells.items() if type(v) is int}
+    for name in ("writes", "leftovers"):
+        value = run.get(name)
+        found[name] = [item for item in value[:20] if isinstance(item, (dict, str))] if isinstance(value, list) else []
+    return found
+
+
+def _checkable(submission: Submission, run: Dict[str, Any]) -> List[str]:
+    """The exercises whose answer the run got to: its cell ran before any stop (or it has no cell but may be
+    defined elsewhere, in a run that did not stop)."""
+    stopped = run.get("stopped") or {}
+    found = []
+    for exercise_id in submission.exercise_ids:
+        cell = (run.get("exercise_cells") or {}).get(exercise_id)
+        if stopped and stopped.get("cell") is None or run.get("writes"):
+            continue
+        if cell is None and stopped:
+            continue
+        if cell is not None and stopped and cell >= stopped["cell"]:
+            continue
+        found.append(exercise_id)
+    return found
+
+
+def grade(submission: Submission, limits: Limits, salt: int, work: Path, on_cell: Callable[[int, int], None],
+          command_for: Callable[[List[str], Path], List[str]], keep: bool = False) -> List[Row]:
+    """The rows of one notebook: run it in its sandbox, judge what it defined, say what happened. Never raises."""
     if submission.problem:
         return [Row(submission.name, "", "error", submission.problem[0].upper() + submission.problem[1:] + ".",
                     submission.learner)]
-    run = run_notebook(submission, limits, work, on_cell)
-    stopped = run.get("stopped") or {}
-    checkable = {}
+    root = Path(tempfile.mkdtemp(prefix="notebook-", dir=work))
     known = exercises()
-    for exercise_id in submission.exercise_ids:
-        cell = (run.get("exercise_cells") or {}).get(exercise_id)
-        ran = not stopped or (stopped.get("cell") is not None and cell is not None and cell < stopped["cell"])
-        if cell is not None and not run.get("writes") and ran:
-            checkable[exercise_id] = known[exercise_id].answer_name
-    checked: Dict[str, Any] = {}
-    if checkable:
-        answers = Path(run["root"]) / "answers-to-check.json"
-        answers.write_text(json.dumps(run.get("answers") or {}), encoding="utf-8")
-        checked = checker.check(answers, checkable, salt, limits)
-    rows = _exercise_rows(submission, run, checked)
+    run: Dict[str, Any] = {}
+    checked: Dict[str, Dict[str, Any]] = {}
+    problem: Optional[str] = None
+    sandboxed: Optional[Sandboxed] = None
+    watch: Optional[TreeWatch] = None
+    deadline: Optional[threading.Timer] = None
+    try:
+        sandboxed = start(submission, limits, root, command_for,
+                          [known[exercise_id].answer_name for exercise_id in submission.exercise_ids])
+        watch = TreeWatch(limits.memory_bytes, MAX_PROCESSES, sandboxed.stop, root_pid=sandboxed.process.pid)
+        watch.start()
+        deadline = threading.Timer(limits.timeout_s, sandboxed.stop,
+                                   args=(f"it ran past the time limit ({limits.timeout_s} s)",))
+        deadline.daemon = True
+        deadline.start()
+        run = validated(read_run(sandboxed, on_cell))
+        deadline.cancel()
+        if not sandboxed.stopped:
+            checks = _checkable(submission, run)
+            deadline = threading.Timer(limits.check_timeout_s * max(1, len(checks)), sandboxed.stop,
+                                       args=(f"its checks ran past the time limit ({limits.check_timeout_s} s per "
+                                             "exercise)",))
+            deadline.daemon = True
+            deadline.start()
+            for exercise_id in checks:
+                checked[exercise_id] = judge_exercise(sandboxed, exercise_id, salt)
+    except Stopped as error:
+        problem = (sandboxed.stopped.get("reason") if sandboxed and sandboxed.stopped else None) or \
+            f"its runner stopped answering ({clean_text(str(error))[:200]})"
+    except Exception as error:  # the grader's own failure on this notebook: one error row, the others go on
+        problem = f"the grader failed on it ({type(error).__name__}: {clean_text(str(error))[:200]})"
+    finally:
+        if deadline is not None:
+            deadline.cancel()
+        if watch is not None:
+            watch.stop()
+        if sandboxed is not None:
+            if sandboxed.process.stdin is not None:
+                try:
+                    sandboxed.process.stdin.close()
+                except OSError:
+                    pass
+            kill_tree(root_pid=sandboxed.process.pid)
+            try:
+                sandboxed.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    if sandboxed is not None and sandboxed.stopped and not run.get("stopped"):
+        run["stopped"] = dict(sandboxed.stopped)
+    rows = _exercise_rows(submission, run, checked, problem)
     notes = list(submission.notes)
-    if stopped.get("cell"):
+    stopped = run.get("stopped") or {}
+    if isinstance(stopped, dict) and stopped.get("cell"):
         notes.append(f"the notebook stopped at code cell {stopped['cell']}")
-    if run.get("leftovers"):
-        notes.append(f"it left {len(run['leftovers'])} process(es) running, ended by the grader: "
-                     f"{run['leftovers'][0][:80]}")
+    leftovers = run.get("leftovers") or []
+    if leftovers:
+        notes.append(f"it left {len(leftovers)} process(es) running, ended by the grader: "
+                     f"{clean_text(str(leftovers[0]))[:80]}")
     if notes:
         rows = [Row(row.notebook, row.exercise, row.status, f"{row.message} (Note: {'; '.join(notes)}.)",
                     row.learner, row.own_check_passed) for row in rows]

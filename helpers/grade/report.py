@@ -1,5 +1,10 @@
 """grades.csv (one row per notebook and exercise) and grades.html (learners x exercises, and the room's
-diagnoses counted per exercise, most common first)."""
+diagnoses counted per exercise, most common first).
+
+Names and messages come from the learners' files and code: every text written (and printed, through
+:func:`clean_text`) loses its control characters and terminal escape sequences, and a CSV cell that a spreadsheet
+would read as a formula is written with a leading ``'`` (OWASP's rule against CSV injection).
+"""
 from __future__ import annotations
 
 import csv
@@ -7,11 +12,13 @@ import html
 import re
 from collections import Counter, OrderedDict
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
 from helpers.course.exercises.registry import exercises
-from helpers.grade.grading import STATUSES, Row
 from helpers.grade.submissions import natural_key
+
+if TYPE_CHECKING:  # grading imports clean_text from here: its names are imported where used
+    from helpers.grade.grading import Row
 
 CSV_COLUMNS = ("notebook", "exercise", "status", "message")
 # Okabe-Ito colours (colour-blind safe), each with its own text mark, so the table also reads in grey.
@@ -21,14 +28,46 @@ MARKS: Dict[str, Tuple[str, str, str]] = {
 }
 RANK = {"passed": 3, "failed": 2, "error": 1, "not attempted": 0}
 
+# Terminal escape sequences, whole: CSI (ESC [ or 0x9B ... final byte), OSC/DCS/SOS/PM/APC strings up to their
+# terminator (BEL or ST), and the two-byte ESC sequences. What is left of an unterminated one loses its ESC below.
+ESCAPES = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+                     r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x90\x98\x9c-\x9f]*(?:\x07|\x1b\\|\x9c)"
+                     r"|\x1b[ -/]*[0-~]")
+# Line breaks and tabs become one space; every other C0/C1 control, DEL, and the invisible bidirectional
+# overrides (which reorder what a reader sees) go; a lone surrogate (a file name that is not UTF-8) becomes U+FFFD,
+# so that writing the text as UTF-8 cannot fail.
+BREAKS = re.compile(r"\r\n|[\t\n\v\f\r\x85\u2028\u2029]")
+CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+SURROGATES = re.compile(r"[\ud800-\udfff]")
+# What makes a spreadsheet read a cell as a formula (OWASP), and the full-width forms some spreadsheets accept.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+
+
+def clean_text(text: str) -> str:
+    """``text`` safe to write or print: no terminal escape sequence, no control character, on one line."""
+    text = ESCAPES.sub("", str(text))
+    return SURROGATES.sub("\ufffd", CONTROLS.sub("", BREAKS.sub(" ", text)))
+
+
+def csv_cell(text: str) -> str:
+    """One cleaned CSV cell; one a spreadsheet would take for a formula (``=``, ``+``, ``-``, ``@``, tab or carriage
+    return first, also after spaces, before or after cleaning) starts with ``'``."""
+    cleaned = clean_text(text)
+    formula = any(str(value).lstrip(" ").startswith(FORMULA_STARTS) for value in (text, cleaned.lstrip()))
+    return "'" + cleaned if formula else cleaned
+
 
 def write_csv(rows: Sequence[Row], path: Path) -> None:
-    """``notebook, exercise, status, message``, one line per row."""
+    """``notebook, exercise, status, message``, one line per row; every cell cleaned (:func:`csv_cell`)."""
     with open(path, "w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
         writer.writerow(CSV_COLUMNS)
         for row in rows:
-            writer.writerow((row.notebook, row.exercise, row.status, row.message))
+            writer.writerow([csv_cell(value) for value in (row.notebook, row.exercise, row.status, row.message)])
+
+
+def _html(text: str) -> str:
+    return html.escape(clean_text(text), quote=True)
 
 
 def diagnosis_of(message: str) -> str:
@@ -72,8 +111,8 @@ def _cell(rows: List[Row]) -> str:
     mark, colour, text = MARKS[best.status]
     copies = f" <small>({len(rows)} copies)</small>" if len(rows) > 1 else ""
     exposed = " <small>fresh</small>" if best.own_check_passed and best.status == "failed" else ""
-    title = html.escape(f"{best.notebook}: {best.status}. {best.message}", quote=True)
-    return (f"<td style='background:{colour};color:{text}' title=\"{title}\"><b>{mark}</b> {html.escape(best.status)}"
+    title = _html(f"{best.notebook}: {best.status}. {best.message}")
+    return (f"<td style='background:{colour};color:{text}' title=\"{title}\"><b>{mark}</b> {_html(best.status)}"
             f"{exposed}{copies}</td>")
 
 
@@ -98,14 +137,14 @@ def write_html(rows: Sequence[Row], path: Path, title_line: str, warnings: Seque
             cells.setdefault(row.exercise, []).append(row)
     legend = "".join(f"<span style='background:{colour};color:{text}'><b>{mark}</b> {status}</span>"
                      for status, (mark, colour, text) in MARKS.items())
-    head = "".join(f"<th>{html.escape(exercise)}<br><small>{html.escape(exercises()[exercise].notebook)}</small></th>"
+    head = "".join(f"<th>{_html(exercise)}<br><small>{_html(exercises()[exercise].notebook)}</small></th>"
                    for exercise in columns)
-    body = "".join(f"<tr><th>{html.escape(learner)}</th>" + "".join(_cell(cells.get(exercise, []))
+    body = "".join(f"<tr><th>{_html(learner)}</th>" + "".join(_cell(cells.get(exercise, []))
                                                                      for exercise in columns) + "</tr>"
                    for learner, cells in learners.items() if cells)
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Grades</title>"
-             f"<style>{STYLE}</style></head><body><h1>Grades</h1><p>{html.escape(title_line)}</p>"]
-    parts += [f"<p><b>Warning:</b> {html.escape(warning)}</p>" for warning in warnings]
+             f"<style>{STYLE}</style></head><body><h1>Grades</h1><p>{_html(title_line)}</p>"]
+    parts += [f"<p><b>Warning:</b> {_html(warning)}</p>" for warning in warnings]
     parts.append(f"<p class='legend'>{legend} <small>Hover over a cell for the diagnosis; grades.csv has every "
                  "message. <b>fresh</b>: the notebook's own check passed this answer; the grader's fresh inputs "
                  "exposed it.</small></p>")
@@ -117,9 +156,9 @@ def write_html(rows: Sequence[Row], path: Path, title_line: str, warnings: Seque
     for exercise in columns:
         if exercise not in found:
             continue
-        items = "".join(f"<li><b>{count} of {graded}</b> answers checked: {html.escape(text)}</li>"
+        items = "".join(f"<li><b>{count} of {graded}</b> answers checked: {_html(text)}</li>"
                         for count, graded, text in found[exercise])
-        parts.append(f"<h3>{html.escape(exercise)}</h3><ul>{items}</ul>")
+        parts.append(f"<h3>{_html(exercise)}</h3><ul>{items}</ul>")
     stopped: "OrderedDict[str, List[str]]" = OrderedDict()
     for row in rows:
         if row.exercise and row.status == "error":
@@ -127,12 +166,12 @@ def write_html(rows: Sequence[Row], path: Path, title_line: str, warnings: Seque
             if row.message not in reasons:
                 reasons.append(row.message)
     if stopped:
-        items = "".join(f"<li>{html.escape(notebook)}: {html.escape(' / '.join(reasons))}</li>"
+        items = "".join(f"<li>{_html(notebook)}: {_html(' / '.join(reasons))}</li>"
                         for notebook, reasons in stopped.items())
         parts.append(f"<h2>Notebooks stopped or not graded</h2><ul class='other'>{items}</ul>")
     others = [row for row in rows if not row.exercise]
     if others:
-        items = "".join(f"<li>{html.escape(row.notebook)}: {html.escape(row.message)}</li>" for row in others)
+        items = "".join(f"<li>{_html(row.notebook)}: {_html(row.message)}</li>" for row in others)
         parts.append(f"<h2>Files not graded</h2><ul class='other'>{items}</ul>")
     parts.append("</body></html>")
     path.write_text("".join(parts), encoding="utf-8")
@@ -140,6 +179,8 @@ def write_html(rows: Sequence[Row], path: Path, title_line: str, warnings: Seque
 
 def summary_line(rows: Sequence[Row], notebooks: int, seconds: float) -> str:
     """``Graded 12 notebooks in 95 s: 20 passed, 5 failed, 3 not attempted, 1 error (2 exposed by fresh inputs).``"""
+    from helpers.grade.grading import STATUSES
+
     counts = Counter(row.status for row in rows)
     exposed = sum(1 for row in rows if row.own_check_passed and row.status == "failed")
     parts = ", ".join(f"{counts.get(status, 0)} {status}" for status in STATUSES)

@@ -1,66 +1,49 @@
-"""Runs one learner's notebook in a fresh, limited kernel and brings its answers back.
+"""Runs one learner's notebook, then makes the calls the grader asks for with its answers: the untrusted side.
 
-    python -m helpers.grade.runner JOB.json
+    python -I -m helpers.grade.runner JOB.json        (started by the grader, inside the notebook's sandbox)
 
-JOB.json (written by the grader) names the notebook, the answer names to bring back, a private folder to work in,
-and the limits. Progress goes to stdout as JSON lines; the result goes to ``RESULT.json`` in the private folder.
-The kernel runs in a copy of the notebook's folder with its own HOME, temporary and Jupyter folders, under a memory
-limit, with a write guard (kernel_start.py); cells run as "Run All" runs them, stopping at the first error. At the
-end every process the notebook started is ended, however it was started.
+Everything here runs with the learner's code and is trusted with nothing: it only produces data. It runs the notebook
+(copied by the grader into the private folder, with the files beside it) in a fresh kernel, as "Run All" runs it,
+stopping at the first error; the last cell sends each answer, by value, to a file in the private folder; the kernel
+ends, and this process loads the answers. Then, for each ``request`` frame from the grader (an exercise and a
+situation), it makes the learner's calls of that situation on its own twin and sends the records back as data
+(``helpers.grade.wire``): the state before and after each call, never code. The grader judges them elsewhere.
+
+Frames go to the grader over this process's original stdout, kept on a private descriptor: the kernel and every
+process it starts write their stdout and stderr to the log instead.
 """
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
-import shutil
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, BinaryIO, Dict, List, Optional
 
-import nbformat
-from jupyter_client.manager import AsyncKernelManager
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
-
-from helpers.course.exercises.carry_over import EXERCISE_LINE
-from helpers.grade.cells import extraction_cell, without_checks
-from helpers.grade.processes import TreeWatch, become_subreaper, kill_tree
-
-KERNEL_START = Path(__file__).resolve().with_name("kernel_start.py")
 PRIVATE_FOLDERS = ("home", "tmp", "runtime", "ipython", "matplotlib", "cache", "config", "data")
-MAX_PROCESSES = 24
-
-
-def _print(record: Dict[str, Any]) -> None:
-    print(json.dumps(record), flush=True)
-
-
-def copy_folder(notebook: Path, work: Path) -> None:
-    """The notebook and the files beside it (not other notebooks, not subfolders) into ``work``."""
-    work.mkdir(parents=True)
-    for path in notebook.parent.iterdir():
-        if path.is_file() and (path == notebook or path.suffix != ".ipynb") and not path.name.startswith("grades."):
-            shutil.copy2(path, work / path.name)
+KERNEL_START = Path(__file__).resolve().with_name("kernel_start.py")
 
 
 def kernel_environment(root: Path, threads: int) -> Dict[str, str]:
-    """The kernel's environment: the grader's, less Jupyter's and the course's own settings, with private folders."""
+    """The kernel's environment: this process's, less Jupyter's and the course's own settings, with private
+    folders."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("JPY_", "JUPYTER_", "COURSE_"))}
     env.update(HOME=str(root / "home"), TMPDIR=str(root / "tmp"), JUPYTER_RUNTIME_DIR=str(root / "runtime"),
                IPYTHONDIR=str(root / "ipython"), MPLCONFIGDIR=str(root / "matplotlib"),
                XDG_CACHE_HOME=str(root / "cache"), XDG_CONFIG_HOME=str(root / "config"),
                XDG_DATA_HOME=str(root / "data"), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
                TMP=str(root / "tmp"), TEMP=str(root / "tmp"), TORCHINDUCTOR_CACHE_DIR=str(root / "cache" / "inductor"),
-               TRITON_CACHE_DIR=str(root / "cache" / "triton"),
+               TRITON_CACHE_DIR=str(root / "cache" / "triton"), CUDA_VISIBLE_DEVICES="",
                PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="module://matplotlib_inline.backend_inline")
     return env
 
 
-def limited_kernel_manager(memory_bytes: int, write_log: Path, allowed_root: Path) -> AsyncKernelManager:
+def limited_kernel_manager(memory_bytes: int, write_log: Path, allowed_root: Path) -> Any:
     """A kernel manager that always starts Python 3 through kernel_start.py, whatever kernel the notebook names."""
+    from jupyter_client.manager import AsyncKernelManager
 
     class LimitedKernelManager(AsyncKernelManager):
         def format_kernel_cmd(self, extra_arguments: Optional[List[str]] = None) -> List[str]:
@@ -71,54 +54,62 @@ def limited_kernel_manager(memory_bytes: int, write_log: Path, allowed_root: Pat
     return LimitedKernelManager(kernel_name="python3")
 
 
-def _first_line(cell: nbformat.NotebookNode) -> str:
+def _first_line(cell: Any) -> str:
     line = next((text.strip() for text in cell.source.splitlines() if text.strip()), "")
     return line if len(line) <= 60 else line[:57] + "..."
 
 
-def _run_cells(client: NotebookClient, code_cells: int, stopped: Dict[str, Any], lock: threading.Lock,
-               progress: Dict[str, int]) -> None:
-    """Execute the cells as Run All does, up to the first error, then the extraction cell; ``progress["cell"]`` is
-    the cell running, ``progress["ran"]`` the last one that ran to its end."""
+def _run_cells(client: Any, code_cells: int, stopped: Dict[str, Any], progress: Dict[str, int],
+               channel: BinaryIO) -> None:
+    """Execute the cells as Run All does, up to the first error, then the extraction cell."""
+    from nbclient.exceptions import CellExecutionError
+
+    from helpers.grade.frames import write_json
+
     for index, cell in enumerate(client.nb.cells):
         last = index == len(client.nb.cells) - 1
         if stopped and not last:
             continue  # Run All stops at an error; the answers defined before it are still taken
         if not last:
             progress["cell"] = index + 1
-            _print({"cell": index + 1, "of": code_cells})
+            write_json(channel, "progress", {"cell": index + 1, "of": code_cells})
         try:
             client.execute_cell(cell, index)
         except CellExecutionError as error:
             if last:
                 raise
             evalue = str(error.evalue).splitlines()[0][:200] if str(error.evalue).strip() else ""
-            with lock:
-                stopped.setdefault("reason", f"code cell {index + 1} ({_first_line(cell)}) raised {error.ename}"
-                                             + (f": {evalue}" if evalue else ""))
-                stopped.setdefault("cell", index + 1)
+            stopped.setdefault("reason", f"code cell {index + 1} ({_first_line(cell)}) raised {error.ename}"
+                                         + (f": {evalue}" if evalue else ""))
+            stopped.setdefault("cell", index + 1)
             continue
         if not last:
             progress["ran"] = index + 1
 
 
-def run(job: Dict[str, Any]) -> Dict[str, Any]:
-    """Run the notebook of ``job``; the result names where it stopped and why, and holds the answers."""
+def run_notebook(job: Dict[str, Any], channel: BinaryIO) -> Dict[str, Any]:
+    """Run the notebook of ``job``: where it stopped and why, and what the grader needs to know of it."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    from helpers.grade.cells import extraction_cell, without_checks
+    from helpers.grade.processes import kill_tree
+    from helpers.grade.submissions import exercise_marker
+
     started = time.monotonic()
     root = Path(job["root"])
-    notebook = Path(job["notebook"])
     for name in PRIVATE_FOLDERS:
         (root / name).mkdir(parents=True, exist_ok=True)
     work = root / "work"
-    copy_folder(notebook, work)
-    node = nbformat.convert(nbformat.reader.reads(notebook.read_text(encoding="utf-8")), 4)
+    node = nbformat.convert(nbformat.reader.reads((work / job["notebook"]).read_text(encoding="utf-8")), 4)
     node.metadata.pop("kernelspec", None)
     exercise_cells: Dict[str, int] = {}
     code_cells = [cell for cell in node.cells if cell.cell_type == "code"]
     for number, cell in enumerate(code_cells, start=1):
-        match = EXERCISE_LINE.match(cell.source.lstrip())
-        if match:
-            exercise_cells.setdefault(match["id"], number)
+        found = exercise_marker(cell.source)
+        if found:
+            exercise_cells.setdefault(found, number)
         cell.source, _ = without_checks(cell.source)
         cell.outputs = []
     node.cells = list(code_cells)
@@ -127,21 +118,8 @@ def run(job: Dict[str, Any]) -> Dict[str, Any]:
     write_log = root / "writes.jsonl"
     write_log.touch()
     stopped: Dict[str, Any] = {}
-    lock = threading.Lock()
-
-    def stop(reason: str) -> None:
-        with lock:
-            if not stopped:
-                stopped.update(reason=reason, cell=None)
-        kill_tree()
-
-    watch = TreeWatch(job["memory_bytes"], MAX_PROCESSES, stop)
-    deadline = threading.Timer(job["timeout_s"], stop, args=(f"it ran past the time limit ({job['timeout_s']} s)",))
-    deadline.daemon = True
     progress = {"cell": 0, "ran": 0}
     kernel_pid: Optional[int] = None
-    watch.start()
-    deadline.start()
     for attempt in (1, 2):
         client = NotebookClient(copy.deepcopy(node), km=limited_kernel_manager(job["memory_bytes"] * 2 // 3,
                                                                                 write_log, root),
@@ -153,34 +131,137 @@ def run(job: Dict[str, Any]) -> Dict[str, Any]:
                 kernel_ready = True
                 process = getattr(getattr(client.km, "provisioner", None), "process", None)
                 kernel_pid = getattr(process, "pid", None)
-                _run_cells(client, len(code_cells), stopped, lock, progress)
+                _run_cells(client, len(code_cells), stopped, progress, channel)
         except CellTimeoutError:
-            stop(f"code cell {progress['cell']} ran past the time limit for one cell ({job['cell_timeout_s']} s)")
+            stopped = {"reason": f"code cell {progress['cell']} ran past the time limit for one cell "
+                                 f"({job['cell_timeout_s']} s)", "cell": None}
         except DeadKernelError:
-            stop("its kernel died (memory exhausted, or the notebook ended its own process)")
-        except Exception as error:  # the kernel could not start, the client lost it: the notebook's result is unknown
+            stopped = {"reason": "its kernel died (memory exhausted, or the notebook ended its own process)",
+                       "cell": None}
+        except Exception as error:  # the kernel could not start, the client lost it: the result is unknown
             if not kernel_ready and attempt == 1 and not stopped:
                 kill_tree()  # a kernel that died while starting (kernels started at once can race for a port)
                 continue
             first_line = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
-            stop(f"the grader could not run it ({type(error).__name__}: {first_line})")
+            stopped = {"reason": f"the grader could not run it ({type(error).__name__}: {first_line})", "cell": None}
         break
-    deadline.cancel()
-    watch.stop()
     leftovers = kill_tree(keep_pid=kernel_pid)
     writes = [json.loads(line) for line in write_log.read_text(encoding="utf-8").splitlines()[:20]
               if line.startswith("{")]
-    answers = json.loads(answers_path.read_text(encoding="utf-8")) if answers_path.exists() else {}
     return {"stopped": stopped or None, "ran_cells": progress["ran"], "code_cells": len(code_cells),
-            "exercise_cells": exercise_cells, "answers": answers, "writes": writes, "leftovers": leftovers,
-            "peak_mib": watch.peak_bytes >> 20, "seconds": round(time.monotonic() - started, 1)}
+            "exercise_cells": exercise_cells, "writes": writes, "leftovers": leftovers,
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+def load_answers(path: Path, names: List[str]) -> Dict[str, Any]:
+    """The answers the extraction cell sent, by name: the object, or a ``_Unloadable`` saying why not."""
+    import cloudpickle
+
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        found = {}
+    answers: Dict[str, Any] = {}
+    for name in names:
+        entry = found.get(name, {"missing": True}) if isinstance(found, dict) else {"missing": True}
+        if not isinstance(entry, dict) or entry.get("missing"):
+            answers[name] = None  # never defined: the stub's "not attempted"
+            continue
+        try:
+            answers[name] = cloudpickle.loads(base64.b64decode(entry["pickle"]))
+        except Exception as error:  # it could not be sent or loaded: each of its calls says so
+            answers[name] = _Unloadable(f"{type(error).__name__}: {error}"[:300] if "pickle" in entry
+                                        else str(entry.get("error", "it could not be sent"))[:300])
+    return answers
+
+
+class _Unloadable:
+    """An answer that could not be loaded: calling it raises, which the records report as what it raised."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"the answer could not be loaded outside the notebook's kernel ({self.why}); something "
+                           "it uses exists only there (a module that is not installed, an open file)")
+
+
+def records_for_request(request: Dict[str, Any], answers: Dict[str, Any]) -> bytes:
+    """The records of one requested situation, encoded."""
+    from helpers.course import seeds
+    from helpers.course.exercises.engine.judge import learner_calls
+    from helpers.course.exercises.engine.situations import Situation
+    from helpers.course.exercises.registry import exercises
+    from helpers.grade.records import encode_records
+
+    exercise = exercises()[request["exercise"]]
+    if "situations" in request:  # notebook 08's: every situation at once, on two ranks of the sandbox's own
+        return _ddp_records(request, exercise, answers.get(exercise.answer_name))
+    situation = Situation(tuple((str(name), value) for name, value in request["situation"]["values"]),
+                          int(request["situation"]["seed"]))
+    seeds.set_salt(int(request["salt"]))
+    return encode_records(learner_calls(exercise.contract, answers.get(exercise.answer_name), situation))
+
+
+def _ddp_records(request: Dict[str, Any], exercise: Any, answer: Any) -> bytes:
+    """The learner's records of every situation on each of two ranks, as wire bytes: ``[rank 0's, rank 1's]``."""
+    import cloudpickle
+
+    from helpers.grade import wire
+    from helpers.grade.ddp import TIMEOUT_S, WORLD_SIZE, learner_records_on_rank
+    from helpers.tools.spawn import run_distributed
+
+    payload = b"" if answer is None else cloudpickle.dumps(answer)
+    per_rank = run_distributed(learner_records_on_rank, world_size=WORLD_SIZE, timeout_s=TIMEOUT_S,
+                               args=(exercise.id, payload, request["situations"], int(request["salt"])))
+    return wire.encode([wire.decode(data) for data in per_rank])
+
+
+def serve(job: Dict[str, Any], channel: BinaryIO, requests: BinaryIO) -> None:
+    """Answer each request frame with a records frame, until the grader closes the pipe."""
+    import torch
+
+    from helpers.grade.frames import json_payload, read_frame, write_frame
+
+    torch.set_num_threads(1)
+    answers = load_answers(Path(job["root"]) / "answers.json", job["answer_names"])
+    while True:
+        try:
+            kind, payload = read_frame(requests)
+        except EOFError:
+            return
+        if kind != "request":
+            return
+        try:
+            data = records_for_request(json_payload(payload), answers)
+        except Exception as error:  # the calls could not be made here: the grader marks the exercise failed
+            from helpers.grade import wire
+
+            first_line = (str(error).strip().splitlines() or [""])[0][:300]
+            data = wire.encode({"failed": f"{type(error).__name__}: {first_line}"})
+        write_frame(channel, "records", data)
+
+
+def _private_channel() -> BinaryIO:
+    """This process's stdout as a private descriptor for frames; fd 1 and 2 go to the log for everything else."""
+    descriptor = os.dup(1)  # not inherited by children (PEP 446)
+    os.dup2(2, 1)
+    return os.fdopen(descriptor, "wb")
 
 
 def main() -> int:
     job = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    channel = _private_channel()
+    requests = os.fdopen(os.dup(0), "rb")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    from helpers.grade.frames import write_json
+    from helpers.grade.processes import become_subreaper
+
     become_subreaper()
-    result = run(job)
-    Path(job["root"], "RESULT.json").write_text(json.dumps(result), encoding="utf-8")
+    result = run_notebook(job, channel)
+    write_json(channel, "result", result)
+    serve(job, channel, requests)
     return 0
 
 

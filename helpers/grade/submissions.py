@@ -6,18 +6,23 @@ survive an old nbformat), else by its file name; one that is neither is reported
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import nbformat
 
-from helpers.course.exercises.carry_over import EXERCISE_LINE, RENAMED, is_stub
+from helpers.course.exercises.carry_over import RENAMED, is_stub
 from helpers.course.exercises.registry import exercises, notebook_names
 
 OUTPUT_NAMES = ("grades.csv", "grades.html")
 SKIPPED_PARTS = (".ipynb_checkpoints", "__MACOSX")
+MAX_NOTEBOOK_BYTES = 20 * 2**20  # the course's notebooks are 0.2 MiB; one with many plots a few MiB
+# carry_over.EXERCISE_LINE, tolerant: any case, any spacing around the '#' and the ':'.
+EXERCISE_MARKER = re.compile(r"#[ \t]*exercise[ \t]*:[ \t]*(?P<id>\w+)", re.IGNORECASE)
 
 
 @dataclass
@@ -49,10 +54,120 @@ class Submission:
     untouched: bool = True
 
 
+def exercise_marker(source: str) -> Optional[str]:
+    """The exercise id of a cell whose first line is ``# EXERCISE: <id>``, in any case and spacing
+    (``# Exercise: head_weight_grad``, ``#EXERCISE:head_weight_grad``), lower case; else None."""
+    if not isinstance(source, str):
+        return None
+    match = EXERCISE_MARKER.match(source.lstrip().lstrip("\ufeff").lstrip())
+    return match["id"].lower() if match else None
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _walk(folder: Path) -> Tuple[List[Path], Dict[Path, str]]:
+    found: List[Path] = []
+    problems: Dict[Path, str] = {}
+    real_folder = os.path.realpath(folder)
+
+    def unreadable(error: OSError) -> None:
+        if error.filename is not None:
+            problems[Path(os.fsdecode(error.filename))] = (f"a folder the grader cannot read "
+                                                           f"({type(error).__name__}: {error.strerror})")
+
+    for top, folders, files in os.walk(folder, onerror=unreadable, followlinks=False):
+        relative = Path(top).relative_to(folder)
+        if any(part in SKIPPED_PARTS for part in relative.parts):
+            folders[:] = []
+            continue
+        for name in folders:
+            path = Path(top, name)
+            if name.endswith(".ipynb"):
+                found.append(path)
+            elif path.is_symlink() and not _inside(os.path.realpath(path), real_folder):
+                problems[path] = f"a symbolic link to the folder {_link_target(path)}, outside the folder: not followed"
+        found.extend(Path(top, name) for name in files if name.endswith(".ipynb"))
+    return found, problems
+
+
 def find_notebooks(folder: Path) -> List[Path]:
-    """Every ``.ipynb`` under ``folder``, in name order, leaving out checkpoints."""
-    return sorted(path for path in folder.rglob("*.ipynb")
-                  if path.is_file() and not any(part in SKIPPED_PARTS for part in path.parts))
+    """Every entry named ``*.ipynb`` under ``folder`` (files, and also folders, links and others, which
+    :func:`read_submission` reports), in name order, leaving out checkpoints; links to folders are not followed."""
+    return sorted(set(_walk(folder)[0]), key=lambda path: path.relative_to(folder).as_posix())
+
+
+def _link_target(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _read_bytes(path: Path, folder: Path) -> Tuple[Optional[bytes], Optional[str]]:
+    """The file's bytes, or why they are not read: never follows a link out of ``folder``, never reads past
+    ``MAX_NOTEBOOK_BYTES``, never blocks on a pipe."""
+    try:
+        info = os.lstat(path)
+    except OSError as error:
+        return None, f"unreadable ({type(error).__name__}: {error.strerror})"
+    real = str(path)
+    if stat.S_ISLNK(info.st_mode):
+        real = os.path.realpath(path)
+        if not _inside(real, os.path.realpath(folder)):
+            return None, f"a symbolic link to {_link_target(path)}, outside the folder: not followed"
+        try:
+            info = os.stat(real)
+        except OSError:
+            return None, f"a symbolic link to {_link_target(path)}, which does not exist"
+    if not stat.S_ISREG(info.st_mode):
+        return None, f"not a notebook file: {_file_kind(info.st_mode)}"
+    try:
+        descriptor = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        return None, f"unreadable ({type(error).__name__}: {error.strerror})"
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return None, f"not a notebook file: {_file_kind(info.st_mode)}"
+        data = file.read(MAX_NOTEBOOK_BYTES + 1) if info.st_size <= MAX_NOTEBOOK_BYTES else b""
+    if info.st_size > MAX_NOTEBOOK_BYTES or len(data) > MAX_NOTEBOOK_BYTES:
+        size = max(info.st_size, len(data))
+        return None, (f"too big to be a notebook ({size / 2**20:.1f} MiB; the grader reads notebooks of up to "
+                      f"{MAX_NOTEBOOK_BYTES >> 20} MiB)")
+    return data, None
+
+
+def _shape_problem(node: object) -> Optional[str]:
+    """What the grader needs of a version 4 notebook and this one lacks, or None."""
+    if not isinstance(node, dict):
+        return "not a notebook (its JSON is not an object)"
+    if not isinstance(node.get("metadata"), dict):
+        return "not a valid notebook: its metadata is missing or not an object"
+    cells = node.get("cells")
+    if not isinstance(cells, list):
+        return "not a valid notebook: its cells are missing or not a list"
+    for number, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict):
+            return f"not a valid notebook: cell {number} is not an object"
+        kind = cell.get("cell_type")
+        if not isinstance(kind, str):
+            return f"not a valid notebook: cell {number} has no cell type"
+        if not isinstance(cell.get("source"), str):
+            what = "has no source" if "source" not in cell else "has a source that is not text"
+            return f"not a valid notebook: {kind} cell {number} {what}"
+        if not isinstance(cell.get("metadata", {}), dict):
+            return f"not a valid notebook: the metadata of cell {number} is not an object"
+    return None
 
 
 def _learner(relative: Path, notebook: Optional[str]) -> str:
@@ -69,9 +184,9 @@ def _exercise_cells(node: nbformat.NotebookNode) -> Dict[str, str]:
     for cell in node.cells:
         if cell.cell_type != "code":
             continue
-        match = EXERCISE_LINE.match(cell.source.lstrip())
-        if match:
-            found.setdefault(match["id"], cell.source)
+        exercise_id = exercise_marker(cell.source)
+        if exercise_id:
+            found.setdefault(exercise_id, cell.source)
     return found
 
 
@@ -82,18 +197,38 @@ def _notebook_by_name(stem: str) -> Optional[str]:
     return None
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0][:160]}" if text else type(error).__name__
+
+
 def read_submission(path: Path, folder: Path) -> Submission:
-    """Read one file and recognise it; never raises for what the file holds."""
+    """Read one file and recognise it; never raises for what the file (or whatever has its name) holds."""
     relative = path.relative_to(folder)
     submission = Submission(path=path, name=relative.as_posix(), learner=_learner(relative, None))
     try:
-        raw = nbformat.reader.reads(path.read_text(encoding="utf-8"))
+        return _recognise(submission, path, relative, folder)
+    except Exception as error:  # whatever the checks below missed: this file is reported, the others are read
+        submission.problem = f"unreadable ({_first_line(error)})"
+        submission.node, submission.notebook = None, None
+        return submission
+
+
+def _recognise(submission: Submission, path: Path, relative: Path, folder: Path) -> Submission:
+    data, problem = _read_bytes(path, folder)
+    if data is None:
+        submission.problem = problem
+        return submission
+    try:
+        raw = nbformat.reader.reads(data.decode("utf-8-sig"))
         version = nbformat.reader.get_version(raw)[0]
         node = nbformat.convert(raw, 4)
-        node.cells  # noqa: B018 - a JSON file that is not a notebook fails here
     except Exception as error:  # malformed JSON, not UTF-8, a file that is not a notebook, an unknown version
-        first_line = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
-        submission.problem = f"unreadable ({type(error).__name__}: {first_line})"
+        submission.problem = f"unreadable ({_first_line(error)})"
+        return submission
+    problem = _shape_problem(node)
+    if problem:
+        submission.problem = problem
         return submission
     if version != 4:
         submission.notes.append(f"nbformat {version}, read as version 4")
@@ -121,14 +256,25 @@ def read_submission(path: Path, folder: Path) -> Submission:
     submission.found_ids = [exercise_id for exercise_id in found if exercise_id in known]
     submission.learner = _learner(relative, notebooks[0])
     code = "\n\x00".join(cell.source.strip() for cell in node.cells if cell.cell_type == "code")
-    submission.code_hash = hashlib.sha256(code.encode()).hexdigest()
+    submission.code_hash = hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
     submission.untouched = all(is_stub(source) for source in cells.values())
     return submission
 
 
 def read_folder(folder: Path) -> List[Submission]:
-    """Every notebook under ``folder``, recognised; files with the same code are noted as duplicates of each other."""
-    submissions = [read_submission(path, folder) for path in find_notebooks(folder)]
+    """Every notebook under ``folder``, recognised; files with the same code are noted as duplicates of each other.
+
+    Never raises for what the folder holds: a file that cannot be read as a notebook (or a folder, a link out of the
+    folder, a file too big) is one Submission with ``problem`` set, and the others are read."""
+    paths, problems = _walk(folder)
+    submissions: List[Submission] = []
+    for path in sorted(set(paths) | set(problems), key=lambda path: path.relative_to(folder).as_posix()):
+        if path in problems:
+            relative = path.relative_to(folder)
+            submissions.append(Submission(path=path, name=relative.as_posix(), learner=_learner(relative, None),
+                                          problem=problems[path]))
+        else:
+            submissions.append(read_submission(path, folder))
     by_hash: Dict[str, List[Submission]] = {}
     for submission in submissions:
         if submission.code_hash and not submission.untouched:

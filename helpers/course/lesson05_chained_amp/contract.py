@@ -135,6 +135,9 @@ def _max_norm(clip: str, norms: Callable[[], Tuple[float, float]]) -> float:
     return 0.5 * low if clip == "both modules clipped" else math.sqrt(low * high)
 
 
+UNDER_AUTOCAST = "whether every forward pass of unet ran under torch.autocast(x.device.type)"
+
+
 def build(situation: Situation) -> World:
     """tenc, unet, their optimizers, a scaler and a batch for ``situation``; a new batch for each further call, into
     the same tensors; the overflow hook on tenc's last weight."""
@@ -168,6 +171,8 @@ def build(situation: Situation) -> World:
         return grad
 
     tenc[-1].weight.register_hook(overflow)
+    forward_modes = []  # for each forward pass of unet from here on: whether it ran under autocast
+    unet.register_forward_pre_hook(lambda _module, _inputs: forward_modes.append(autocast_on(device.type)))
     init_scale, growth_interval = SCALERS[situation["scaler"]]
     scaler = torch.amp.GradScaler(device.type, init_scale=init_scale, growth_interval=growth_interval)
     refill_data = refill_with(data, batch_for)
@@ -179,7 +184,16 @@ def build(situation: Situation) -> World:
     return World(args=(tenc, unet, opt_tenc, opt_unet, scaler, data["x"], data["target"], data["mask"], max_norm),
                  modules={"tenc": tenc, "unet": unet}, optimizers={"opt_tenc": opt_tenc, "opt_unet": opt_unet},
                  inputs=data, refill=refill, freezable=[],
-                 extra={"the scaler's scale and growth tracker": lambda: _scale_and_tracker(scaler)})
+                 extra={"the scaler's scale and growth tracker": lambda: _scale_and_tracker(scaler),
+                        UNDER_AUTOCAST: lambda: all(forward_modes)})
+
+
+def autocast_on(device_type: str) -> bool:
+    """Whether autocast is on for ``device_type`` here."""
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4 has no device argument
+        return torch.is_autocast_cpu_enabled() if device_type == "cpu" else torch.is_autocast_enabled()
 
 
 def _scale_and_tracker(scaler: torch.amp.GradScaler) -> Tuple[float, int]:
@@ -198,7 +212,7 @@ CONTRACT = Contract(
     build=build,
     axes=AXES,
     may_change=(*training_step(("tenc", "unet"), ("opt_tenc", "opt_unet")),
-                Change("the scaler's scale and growth tracker", ("extra",))),
+                Change("the scaler's scale and growth tracker", ("extra",)), Change(UNDER_AUTOCAST, ("extra",))),
     tolerance=TOLERANCE,
     returns=returns_nothing,
     tried_extra=(TRAINING_STEP_TRIED,),

@@ -36,7 +36,7 @@ from helpers.course.lesson05_chained_amp.chain import (
     make_tenc,
     make_unet,
 )
-from helpers.course.lesson05_chained_amp.contract import CONTRACT
+from helpers.course.lesson05_chained_amp.contract import CONTRACT, autocast_on
 
 EXERCISE_ID = "chained_amp_step"
 STEPS = 3
@@ -87,13 +87,6 @@ class CountingGradScaler(torch.amp.GradScaler):
     def update(self, new_scale: Any = None) -> None:
         self.events.append("update")
         super().update(new_scale)
-
-
-def _autocast_on(device_type: str) -> bool:
-    try:
-        return torch.is_autocast_enabled(device_type)
-    except TypeError:  # torch < 2.4 has no device argument
-        return torch.is_autocast_cpu_enabled() if device_type == "cpu" else torch.is_autocast_enabled()
 
 
 Grads = List[torch.Tensor]
@@ -269,7 +262,7 @@ def _check_run(step_function: Callable[..., Any], run: int, device: torch.device
         return grad
 
     first = next(tenc.parameters())
-    hooks = [unet.register_forward_pre_hook(lambda _m, _i: forward_modes.append(_autocast_on(device.type))),
+    hooks = [unet.register_forward_pre_hook(lambda _m, _i: forward_modes.append(autocast_on(device.type))),
              first.register_hook(tenc_gradient)]
     hooks += [p.register_hook(lambda grad: events.append("tenc gradient")) for p in list(tenc.parameters())[1:]]
     x, target, mask = (t.clone() for t in make_batch(seed=41, device=device))

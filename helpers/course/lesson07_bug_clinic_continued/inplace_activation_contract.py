@@ -82,28 +82,39 @@ def _gradients(outputs: tuple) -> Dict[str, torch.Tensor]:
     return {name: grad for name, grad in zip(leaves, grads) if grad is not None}
 
 
-def outputs_and_gradients(actual: Any, expected: Any) -> Optional[str]:
+def observed_outputs(returned: Any) -> Dict[str, Any]:
+    """What the return rule needs of a returned forward, as data, taken where the call was made: the outputs, and
+    the gradients a backward through their graph gives each named leaf (or what that backward raised)."""
+    observed: Dict[str, Any] = {"returned": returned, "gradients": None, "raised": None}
+    if type(returned) is tuple and all(isinstance(t, torch.Tensor) for t in returned):
+        try:
+            observed["gradients"] = _gradients(returned)
+        except Exception as error:  # a backward the learner's graph cannot run: part of what it returned
+            observed["raised"] = short_description(error)
+    return observed
+
+
+def outputs_and_gradients(actual: Dict[str, Any], expected: Dict[str, Any]) -> Optional[str]:
     """The return rule: the reference's type and values, then the same gradients through the returned graph."""
-    if type(actual) is not tuple or len(actual) != len(expected):
-        return same_type_and_value(actual, expected, *TOLERANCE)
-    for name, mine, theirs in zip(("logits", "value"), actual, expected):
+    returned, right = actual["returned"], expected["returned"]
+    if type(returned) is not tuple or len(returned) != len(right):
+        return same_type_and_value(returned, right, *TOLERANCE)
+    for name, mine, theirs in zip(("logits", "value"), returned, right):
         problem = same_type_and_value(mine, theirs, *TOLERANCE)
         if problem is not None:
             return problem.replace("returned", f"returned as `{name}`", 1)
         if theirs.requires_grad and not mine.requires_grad:
             return (f"returned a `{name}` that carries no gradient (torch.no_grad(), or a detached tensor): a loss on "
                     "it trains nothing")
-    try:
-        mine = _gradients(actual)
-    except RuntimeError as error:
-        return f"returned outputs that backward cannot run through: it raised {short_description(error)}"
-    theirs = _gradients(expected)
-    for name, right in theirs.items():
+    if actual["raised"] is not None:
+        return f"returned outputs that backward cannot run through: it raised {actual['raised']}"
+    mine, theirs = actual["gradients"] or {}, expected["gradients"] or {}
+    for name, right_grad in theirs.items():
         if name not in mine:
             return (f"returned outputs through which no gradient reaches `{name}` (a detach, .data or "
                     "torch.no_grad() on the way?)")
-        if not torch.allclose(mine[name], right, *TOLERANCE):
-            gap = float((mine[name] - right).abs().max())
+        if not torch.allclose(mine[name], right_grad, *TOLERANCE):
+            gap = float((mine[name] - right_grad).abs().max())
             return (f"returned outputs whose backward gives `{name}` a gradient up to {gap:.3g} away from the "
                     "reference's (a path cut by a detach or .data, or a saved tensor changed behind autograd's back?)")
     extra = [name for name in mine if name not in theirs]
@@ -141,5 +152,6 @@ CONTRACT = Contract(
     build=build,
     axes=AXES,
     returns=outputs_and_gradients,
+    observed_return=observed_outputs,
     tolerance=TOLERANCE,
 )

@@ -122,6 +122,8 @@ class Contract:
             ``api.evaluate`` does not judge again.
         wider_judge: for such a contract, ``wider_judge(contract, answer, seed=, combinations=)``: the engine on a
             wider sweep, in those processes (the mutation benchmark's oracle).
+        observed_return: what of a return value ``returns`` compares, as data (tensors, plain values), computed
+            where the call was made: a returned graph's gradients, say. By default the return value itself.
     """
 
     exercise_id: str
@@ -139,6 +141,7 @@ class Contract:
     sync: Optional[Callable[[bool], bool]] = field(default=None, compare=False)
     judged_in_checker: bool = False
     wider_judge: Optional[Callable[..., Optional[str]]] = field(default=None, compare=False)
+    observed_return: Optional[Callable[[Any], Any]] = field(default=None, compare=False)
 
     def allows(self, key: Key) -> bool:
         """True when one call may change what ``key`` names."""
@@ -152,6 +155,10 @@ class Contract:
     def reference(self) -> Callable[..., Any]:
         """The function the learner's is compared with: the solution's own, unless the contract gives one."""
         return self.reference_function or solution_function(self.exercise_id, self.answer_name)
+
+    def observe_return(self, returned: Any) -> Any:
+        """What of ``returned`` is kept for comparing (``observed_return``; the value itself by default)."""
+        return returned if self.observed_return is None else self.observed_return(returned)
 
     def compare_return(self, actual: Any, expected: Any) -> Optional[str]:
         if self.returns is not None:

@@ -1,0 +1,102 @@
+"""The grader's two sides without a notebook: the runner's records of a learner's calls, as bytes, judged by the
+grader's engine. Each exercise's solution passes, a wrong answer fails, the stub is not attempted; records that
+are not of the grader's inputs, or not records at all, are never a pass."""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import cloudpickle
+import pytest
+
+from helpers.course.exercises.engine.contract import solution_function
+from helpers.course.exercises.registry import exercises
+from helpers.grade import grading, runner, wire
+from helpers.grade.records import decode_records, encode_records
+from tests.course import ddp_answers
+from tests.course.test_exercises import WRONG_ANSWERS
+
+SALT = 2718
+SINGLE = [exercise_id for exercise_id, exercise in exercises().items() if exercise.contract.sync is None]
+
+
+class Sandbox:
+    """Stands in for a sandboxed runner: each request answered by the runner's own function, through bytes."""
+
+    def __init__(self, answers: Dict[str, Any], tamper: Any = None) -> None:
+        self.answers, self.tamper, self.requests = answers, tamper, 0
+
+    def exchange(self, _sandboxed: Any, request: Dict[str, Any]) -> Any:
+        self.requests += 1
+        data = runner.records_for_request(request, self.answers)
+        return wire.decode(self.tamper(data) if self.tamper else data)
+
+
+def _judge(monkeypatch: pytest.MonkeyPatch, exercise_id: str, answer: Any, tamper: Any = None) -> Dict[str, Any]:
+    exercise = exercises()[exercise_id]
+    fake = Sandbox({exercise.answer_name: answer}, tamper)
+    monkeypatch.setattr(grading, "_exchange", fake.exchange)
+    return grading.judge_exercise(None, exercise_id, SALT)
+
+
+@pytest.mark.parametrize("exercise_id", SINGLE)
+def test_the_solution_passes_a_wrong_answer_fails_and_the_stub_is_not_attempted(
+        monkeypatch: pytest.MonkeyPatch, exercise_id: str) -> None:
+    exercise = exercises()[exercise_id]
+    assert _judge(monkeypatch, exercise_id, solution_function(exercise_id, exercise.answer_name))["status"] == "passed"
+    wrong, _ = WRONG_ANSWERS[exercise_id][0]
+    verdict = _judge(monkeypatch, exercise_id, wrong)
+    assert verdict["status"] == "failed" and verdict["message"], verdict
+    assert _judge(monkeypatch, exercise_id, None)["status"] == "not attempted"
+
+
+def test_records_that_are_not_of_the_graders_inputs_are_not_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox that replays records made for other inputs (another salt) is caught on the first state."""
+    solution = solution_function("head_weight_grad", "head_weight_grad")
+
+    def other_inputs(data: bytes) -> bytes:
+        from helpers.course.exercises.engine.situations import notebook_situation
+
+        situation = notebook_situation(exercises()["head_weight_grad"].contract.axes, 1)
+        request = {"exercise": "head_weight_grad", "salt": SALT + 1,
+                   "situation": {"values": [list(pair) for pair in situation.values], "seed": situation.seed}}
+        return runner.records_for_request(request, {"head_weight_grad": solution})
+
+    verdict = _judge(monkeypatch, "head_weight_grad", solution, tamper=other_inputs)
+    assert verdict["status"] == "failed" and "not of the grader's inputs" in verdict["message"], verdict
+
+
+def test_a_sandbox_that_says_its_calls_failed_fails_the_exercise(monkeypatch: pytest.MonkeyPatch) -> None:
+    verdict = _judge(monkeypatch, "head_weight_grad", None, tamper=lambda data: wire.encode({"failed": "x\x1b[2J"}))
+    assert verdict == {"status": "failed", "message": "Its calls could not be made: x."}
+
+
+@pytest.mark.parametrize("garbage", [b"", b"passed", wire.encode({"status": "passed"}), wire.encode([1, 2])])
+def test_data_that_is_not_records_stops_the_notebook_never_passes_it(monkeypatch: pytest.MonkeyPatch,
+                                                                     garbage: bytes) -> None:
+    with pytest.raises((grading.Stopped, wire.WireError)):
+        _judge(monkeypatch, "head_weight_grad", None, tamper=lambda data: garbage)
+
+
+def test_records_round_trip_through_bytes_unchanged() -> None:
+    from helpers.course.exercises.engine.judge import learner_calls
+    from helpers.course.exercises.engine.situations import generate
+
+    contract = exercises()["parameters_reached"].contract
+    situation = next(generate(contract.axes, contract.seed))
+    records = learner_calls(contract, solution_function("parameters_reached", "parameters_reached"), situation)
+    again = decode_records(encode_records(records))
+    assert len(again) == len(records) and again[0].before.keys() == records[0].before.keys()
+
+
+@pytest.mark.parametrize("answer, status", [(ddp_answers.right_inputs, "passed"), (ddp_answers.sum_backward, "failed"),
+                                            (None, "not attempted")], ids=["right", "sum backward", "stub"])
+def test_notebook_08s_exercise_is_judged_on_two_ranks_on_each_side(monkeypatch: pytest.MonkeyPatch, answer: Any,
+                                                                   status: str) -> None:
+    cloudpickle.register_pickle_by_value(ddp_answers)  # as a notebook cell's function travels: by value
+    try:
+        verdict = _judge(monkeypatch, "ddp_two_loss_step", answer)
+    finally:
+        cloudpickle.unregister_pickle_by_value(ddp_answers)
+    assert verdict["status"] == status, verdict
+    if status == "failed":
+        assert verdict["message"].startswith("On rank "), verdict
