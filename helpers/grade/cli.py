@@ -16,9 +16,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import psutil
 
 from helpers.grade import sandbox
-from helpers.grade.grading import Limits, Row, grade
+from helpers.grade.grading import Limits, grade
 from helpers.grade.processes import become_subreaper, kill_tree
 from helpers.grade.report import clean_text, summary_line, write_csv, write_html
+from helpers.grade.rows import Row
 from helpers.grade.submissions import OUTPUT_NAMES, Submission, read_folder
 from helpers.grade.workdirs import clean_stale, new_run_folder
 

@@ -12,7 +12,7 @@ from typing import Any, BinaryIO, Dict, Tuple
 
 KINDS = ("progress", "result", "records", "request")
 MAX_JSON_BYTES = 4 * 2**20
-MAX_RECORDS_BYTES = 256 * 2**20
+MAX_RECORDS_BYTES = 64 * 2**20  # the course's records are a few MB at most
 _HEADER = re.compile(rb"^(progress|result|records|request) (\d{1,10})\n$")
 
 

@@ -32,16 +32,17 @@ from helpers.grade.frames import FrameError, json_payload, read_frame, write_jso
 from helpers.grade.processes import TreeWatch, kill_tree
 from helpers.grade.records import RecordsError, records_from_data
 from helpers.grade.report import clean_text
+from helpers.grade.rows import Row
 from helpers.grade.submissions import Submission
 from helpers.grade.wire import WireError
 from helpers.tools.spawn import WorkerFailed, run_distributed
 
-STATUSES = ("passed", "failed", "not attempted", "error")
 EXPOSED = ("Fresh inputs exposed it: the same sweep on the notebook's own seeds passed this answer, but the grader's "
            "inputs, which the notebook never saw, show that it is wrong. ")
 MAX_PROCESSES = 24
 MAX_BESIDE_BYTES = 64 * 2**20  # the files copied beside a notebook, all together
-JUDGING = threading.Lock()  # the engine's seeds and reference records are this process's: one judge at a time
+DISK_BYTES = 2 * 2**30  # what a notebook's private folder may hold on disk
+JUDGING = threading.Lock()  # the engine's seeds and reference records are this process's: one comparison at a time
 
 
 @dataclass(frozen=True)
@@ -52,18 +53,6 @@ class Limits:
     cell_timeout_s: int = 120
     memory_bytes: int = 3 * 2**30
     check_timeout_s: int = 120
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of grades.csv."""
-
-    notebook: str
-    exercise: str
-    status: str
-    message: str
-    learner: str = ""
-    own_check_passed: Optional[bool] = None
 
 
 @dataclass
@@ -79,6 +68,38 @@ class Sandboxed:
             if not self.stopped:
                 self.stopped.update(reason=reason, cell=None)
         kill_tree(root_pid=self.process.pid)
+
+
+class FolderWatch(threading.Thread):
+    """Samples the size of a private folder (on disk, so no memory limit sees it); past the limit it calls
+    ``on_limit(reason)`` once."""
+
+    def __init__(self, folder: Path, limit_bytes: int, on_limit: Callable[[str], None], interval_s: float = 0.5
+                 ) -> None:
+        super().__init__(daemon=True)
+        self.folder, self.limit_bytes, self.on_limit, self.interval_s = folder, limit_bytes, on_limit, interval_s
+        self.stopped = threading.Event()
+
+    def size(self) -> int:
+        total = 0
+        for top, _, files in os.walk(self.folder, followlinks=False):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(top, name)).st_blocks * 512
+                except OSError:
+                    continue
+        return total
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval_s):
+            used = self.size()
+            if used > self.limit_bytes:
+                self.on_limit(f"its folder grew to {used >> 20} MiB on disk (the limit is {self.limit_bytes >> 20} "
+                              "MiB)")
+                return
+
+    def stop(self) -> None:
+        self.stopped.set()
 
 
 class Stopped(Exception):
@@ -180,8 +201,12 @@ def _ddp_verdict(sandboxed: Sandboxed, exercise_id: str, salt: int) -> Optional[
     """Notebook 08's exercise: every situation at once, the learner's on the sandbox's two ranks, the reference's
     on two ranks of the grader's own. None, or the diagnosis."""
     contract = exercises()[exercise_id].contract
-    seeds.set_salt(salt)
-    situations = situations_data(contract)
+    with JUDGING:
+        seeds.set_salt(salt)
+        try:
+            situations = situations_data(contract)
+        finally:
+            seeds.set_salt(0)
     per_rank = _calls_made(_exchange(sandboxed, {"exercise": exercise_id, "salt": salt, "situations": situations}))
     if not (isinstance(per_rank, list) and len(per_rank) == WORLD_SIZE and all(
             isinstance(rank, list) and len(rank) == len(situations) for rank in per_rank)):
@@ -198,37 +223,49 @@ def _ddp_verdict(sandboxed: Sandboxed, exercise_id: str, salt: int) -> Optional[
 
 
 def judge_exercise(sandboxed: Sandboxed, exercise_id: str, salt: int) -> Dict[str, Any]:
-    """``{"status", "message", "own_check_passed"}`` for one exercise, judged here from the sandbox's records."""
+    """``{"status", "message", "own_check_passed"}`` for one exercise, judged here from the sandbox's records.
+
+    The engine's seeds and its recording references are this process's: each comparison runs under ``JUDGING``,
+    which is let go while the sandbox makes its calls (a slow or stuck answer holds up no other notebook)."""
     contract = exercises()[exercise_id].contract
 
     def verdict(with_salt: int) -> Optional[str]:
         if contract.sync is not None:
             return _ddp_verdict(sandboxed, exercise_id, with_salt)
-        seeds.set_salt(with_salt)
-        return judge_records(contract, lambda situation: ask(sandboxed, exercise_id, situation, with_salt),
-                             elsewhere=True)
 
-    with JUDGING:
-        try:
-            diagnosis = verdict(salt)
-            if diagnosis is None:
-                return {"status": "passed", "message": f"Matched the reference in all {situations_tried(contract)} "
-                                                       "situations the check generates, on inputs the notebook never "
-                                                       "saw."}
-            own = verdict(0) is None
-        except NotAttempted:
-            return {"status": "not attempted", "message": "Still the stub: no answer written yet."}
-        except CallsFailed as error:
-            return {"status": "failed", "message": f"Its calls could not be made: {clean_text(str(error))}."}
-        except (TimeoutError, WorkerFailed) as error:
-            return {"status": "error", "message": f"Not graded: the grader's own processes for the reference failed "
-                                                  f"({type(error).__name__}: {clean_text(str(error))[:200]})."}
-        except RecordsDiffer as error:
-            return {"status": "failed", "message": f"Not accepted: the records sent back are not of the grader's "
-                                                   f"inputs ({error}): something in the notebook changed how they "
-                                                   "were made."}
-        finally:
-            seeds.set_salt(0)
+        def records(situation: Situation) -> List[Any]:
+            JUDGING.release()
+            try:
+                return ask(sandboxed, exercise_id, situation, with_salt)
+            finally:
+                JUDGING.acquire()
+                seeds.set_salt(with_salt)
+
+        with JUDGING:
+            seeds.set_salt(with_salt)
+            try:
+                return judge_records(contract, records, elsewhere=True)
+            finally:
+                seeds.set_salt(0)
+
+    try:
+        diagnosis = verdict(salt)
+        if diagnosis is None:
+            return {"status": "passed", "message": f"Matched the reference in all {situations_tried(contract)} "
+                                                   "situations the check generates, on inputs the notebook never "
+                                                   "saw."}
+        own = verdict(0) is None
+    except NotAttempted:
+        return {"status": "not attempted", "message": "Still the stub: no answer written yet."}
+    except CallsFailed as error:
+        return {"status": "failed", "message": f"Its calls could not be made: {clean_text(str(error))}."}
+    except (TimeoutError, WorkerFailed) as error:
+        return {"status": "error", "message": f"Not graded: the grader's own processes for the reference failed "
+                                              f"({type(error).__name__}: {clean_text(str(error))[:200]})."}
+    except RecordsDiffer as error:
+        return {"status": "failed", "message": f"Not accepted: the records sent back are not of the grader's "
+                                               f"inputs ({error}): something in the notebook changed how they "
+                                               "were made."}
     return {"status": "failed", "message": clean_text(diagnosis), "own_check_passed": own}
 
 
@@ -315,12 +352,15 @@ def grade(submission: Submission, limits: Limits, salt: int, work: Path, on_cell
     problem: Optional[str] = None
     sandboxed: Optional[Sandboxed] = None
     watch: Optional[TreeWatch] = None
+    disk: Optional[FolderWatch] = None
     deadline: Optional[threading.Timer] = None
     try:
         sandboxed = start(submission, limits, root, command_for,
                           [known[exercise_id].answer_name for exercise_id in submission.exercise_ids])
         watch = TreeWatch(limits.memory_bytes, MAX_PROCESSES, sandboxed.stop, root_pid=sandboxed.process.pid)
         watch.start()
+        disk = FolderWatch(root, DISK_BYTES, sandboxed.stop)
+        disk.start()
         deadline = threading.Timer(limits.timeout_s, sandboxed.stop,
                                    args=(f"it ran past the time limit ({limits.timeout_s} s)",))
         deadline.daemon = True
@@ -346,6 +386,8 @@ def grade(submission: Submission, limits: Limits, salt: int, work: Path, on_cell
             deadline.cancel()
         if watch is not None:
             watch.stop()
+        if disk is not None:
+            disk.stop()
         if sandboxed is not None:
             if sandboxed.process.stdin is not None:
                 try:

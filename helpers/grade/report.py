@@ -12,13 +12,11 @@ import html
 import re
 from collections import Counter, OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from helpers.course.exercises.registry import exercises
+from helpers.grade.rows import STATUSES, Row
 from helpers.grade.submissions import natural_key
-
-if TYPE_CHECKING:  # grading imports clean_text from here: its names are imported where used
-    from helpers.grade.grading import Row
 
 CSV_COLUMNS = ("notebook", "exercise", "status", "message")
 # Okabe-Ito colours (colour-blind safe), each with its own text mark, so the table also reads in grey.
@@ -179,7 +177,6 @@ def write_html(rows: Sequence[Row], path: Path, title_line: str, warnings: Seque
 
 def summary_line(rows: Sequence[Row], notebooks: int, seconds: float) -> str:
     """``Graded 12 notebooks in 95 s: 20 passed, 5 failed, 3 not attempted, 1 error (2 exposed by fresh inputs).``"""
-    from helpers.grade.grading import STATUSES
 
     counts = Counter(row.status for row in rows)
     exposed = sum(1 for row in rows if row.own_check_passed and row.status == "failed")

@@ -16,9 +16,9 @@ import pytest
 
 from helpers.grade import workdirs
 from helpers.grade.cells import without_checks
-from helpers.grade.grading import Row
 from helpers.grade.processes import TreeWatch, kill_tree, process_memory, tree_memory
 from helpers.grade.report import clean_text, diagnoses, diagnosis_of, summary_line, write_csv, write_html
+from helpers.grade.rows import Row
 from helpers.grade.submissions import MAX_NOTEBOOK_BYTES, exercise_marker, read_folder
 from tests.paths import ROOT
 

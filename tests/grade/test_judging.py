@@ -100,3 +100,19 @@ def test_notebook_08s_exercise_is_judged_on_two_ranks_on_each_side(monkeypatch: 
     assert verdict["status"] == status, verdict
     if status == "failed":
         assert verdict["message"].startswith("On rank "), verdict
+
+
+def test_a_private_folder_that_grows_past_its_limit_stops_its_notebook(tmp_path: Any) -> None:
+    import threading
+
+    stopped = threading.Event()
+    reasons = []
+    watch = grading.FolderWatch(tmp_path, 2**20, lambda reason: (reasons.append(reason), stopped.set()), 0.05)
+    watch.start()
+    (tmp_path / "small").write_bytes(bytes(2**19))
+    assert not stopped.wait(0.3)
+    (tmp_path / "deep").mkdir()
+    (tmp_path / "deep" / "big").write_bytes(bytes(3 * 2**20))
+    assert stopped.wait(5), "the watch never saw the folder grow"
+    watch.stop()
+    assert "on disk" in reasons[0] and "the limit is 1 MiB" in reasons[0]
