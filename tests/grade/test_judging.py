@@ -3,6 +3,8 @@ grader's engine. Each exercise's solution passes, a wrong answer fails, the stub
 are not of the grader's inputs, or not records at all, are never a pass."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any, Dict
 
 import cloudpickle
@@ -116,3 +118,25 @@ def test_a_private_folder_that_grows_past_its_limit_stops_its_notebook(tmp_path:
     assert stopped.wait(5), "the watch never saw the folder grow"
     watch.stop()
     assert "on disk" in reasons[0] and "the limit is 1 MiB" in reasons[0]
+
+
+def test_without_bubblewrap_the_grader_refuses_unless_the_weaker_mode_is_asked_for(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from helpers.grade import cli, sandbox
+
+    monkeypatch.setattr(sandbox, "isolation", lambda: sandbox.Isolation(False, "no bwrap on PATH"))
+    assert cli.command_maker(cli.parse_arguments(["room"])) is None
+    assert "cannot run here: no bwrap on PATH" in capsys.readouterr().err
+    weaker = cli.command_maker(cli.parse_arguments(["room", "--without-sandbox"]))
+    assert weaker is not None and weaker(["python", "x"], Path("/tmp")) == ["python", "x"]
+    assert "can see and change what you can" in capsys.readouterr().out
+
+
+def test_the_grader_starts_again_isolated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before anything else: ``python -I`` (no working folder, PYTHONPATH or user site on sys.path)."""
+    from helpers.grade import cli
+
+    started = []
+    monkeypatch.setattr(cli.os, "execv", lambda path, argv: started.append(argv))
+    cli.isolated_again(["room", "--jobs", "1"])
+    assert started == [[sys.executable, "-I", "-m", "helpers.grade", "room", "--jobs", "1"]]
