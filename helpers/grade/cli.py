@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import shutil
 import sys
 import tempfile
 import threading
@@ -21,11 +20,12 @@ from helpers.grade.processes import become_subreaper, kill_tree
 from helpers.grade.report import clean_text, summary_line, write_csv, write_html
 from helpers.grade.rows import Row
 from helpers.grade.submissions import OUTPUT_NAMES, Submission, read_folder
-from helpers.grade.workdirs import clean_stale, new_run_folder
+from helpers.grade.workdirs import clean_stale, new_run_folder, remove_tree
 
 GIB = 2**30
 MEMORY_PER_SLOT = int(1.5 * GIB)  # notebook 08 with its 2 workers peaks near 1 GiB; a check adds about 0.35 GiB
 BAR_WIDTH = 20
+MAX_CELLS = 10**6
 
 
 def default_jobs() -> int:
@@ -34,7 +34,9 @@ def default_jobs() -> int:
 
 
 def bar(done: int, total: int) -> str:
-    """``[##########----------] 18/36 cells``."""
+    """``[##########----------] 18/36 cells`` (numbers from a sandbox: kept within 0 <= done <= total <= 10**6)."""
+    total = min(max(0, int(total)), MAX_CELLS)
+    done = min(max(0, int(done)), total)
     filled = BAR_WIDTH * done // max(1, total)
     return f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {done}/{total} cells"
 
@@ -51,7 +53,7 @@ class Progress:
     def cell(self, name: str, done: int, total: int) -> None:
         if self.live:
             with self.lock:
-                self.stream.write(f"\r\033[K  {bar(done, total)}  {clean_text(name)[-50:]}")
+                self.stream.write(f"\r\033[K  {bar(done, total)}  {clean_text(name)[-50:]}")  # bar clamps
                 self.stream.flush()
 
     def done(self, name: str, rows: Sequence[Row], cells: Tuple[int, int], seconds: float) -> None:
@@ -107,13 +109,17 @@ def isolated_again(argv: Optional[Sequence[str]]) -> None:
     os.execv(sys.executable, [sys.executable, "-I", "-m", "helpers.grade", *arguments])
 
 
-def command_maker(args: argparse.Namespace) -> Optional[Callable[[List[str], Path], List[str]]]:
+def command_maker(args: argparse.Namespace) -> Optional[Callable[..., List[str]]]:
     """How a notebook's runner is started: inside bubblewrap, or (with --without-sandbox) as it is; None when the
     sandbox cannot run and the teacher did not accept the weaker mode."""
     isolation = sandbox.isolation()
     if isolation.available:
         print(f"Each notebook runs in its own sandbox ({isolation.reason}).", flush=True)
-        return lambda command, root: sandbox.sandboxed(command, root, env=sandbox_environment(root))
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            print("Warning: grading as root. Each notebook's sandbox still reads what root can read of the folders it "
+                  "sees (the system and the Python installation); run the grader as an ordinary user.", flush=True)
+        return lambda command, root, replaced=(): sandbox.sandboxed(command, root, env=sandbox_environment(root),
+                                                                    replaced=replaced)
     if not args.without_sandbox:
         print(f"The sandbox cannot run here: {isolation.reason}.\nWithout it a notebook can see and change what you "
               "can. Install bubblewrap (apt install bubblewrap), or pass --without-sandbox to grade anyway.",
@@ -121,7 +127,7 @@ def command_maker(args: argparse.Namespace) -> Optional[Callable[[List[str], Pat
         return None
     print(f"Grading without a sandbox ({isolation.reason}): each notebook can see and change what you can.",
           flush=True)
-    return lambda command, root: command
+    return lambda command, root, replaced=(): command
 
 
 def sandbox_environment(root: Path) -> Dict[str, str]:
@@ -155,8 +161,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if command_for is None:
         return 2
     started = time.monotonic()
-    for stale in clean_stale():
-        print(f"Removed what an earlier grading run left behind: {stale}", flush=True)
+    try:
+        for stale in clean_stale():
+            print(f"Removed what an earlier grading run left behind: {stale}", flush=True)
+    except Exception as error:  # a folder that cannot be removed is said, and grading goes on
+        print(f"Could not remove what an earlier grading run left behind ({type(error).__name__}: "
+              f"{clean_text(str(error))[:200]}).", file=sys.stderr)
     work = new_run_folder()
     os.chdir(work)
     submissions = read_folder(folder)
@@ -193,20 +203,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except Exception as error:  # whatever happened to one notebook, it still gets its row
             rows = [Row(submission.name, "", "error", f"The grader failed on it ({type(error).__name__}).",
                         submission.learner)]
-        progress.done(submission.name, rows, (cells[0], cells[1]), time.monotonic() - begun)
         with lock:
             done[index] = rows
-        partial()
+        for report in (lambda: progress.done(submission.name, rows, (cells[0], cells[1]), time.monotonic() - begun),
+                       partial):
+            try:
+                report()
+            except Exception as error:  # a line or a partial report lost; never the run
+                print(f"(could not write a progress line or the partial report: {type(error).__name__})",
+                      file=sys.stderr)
         return rows
 
     try:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            rows = [row for result in pool.map(one, enumerate(submissions)) for row in result]
+            list(pool.map(one, enumerate(submissions)))
     finally:
         kill_tree()
         os.chdir(folder)
         if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+            remove_tree(work)
+    rows = [row for index in range(len(submissions)) for row in done.get(index, [Row(
+        submissions[index].name, "", "error", "Not graded: the run ended before it.", submissions[index].learner)])]
     after = folder_state(folder)
     changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
     warnings = ([f"files under the folder changed while grading: {clean_text(', '.join(changed[:5]))}"]

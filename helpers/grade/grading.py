@@ -22,10 +22,13 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from helpers.course import seeds
+from helpers.course.exercises import solutions as solutions_module
 from helpers.course.exercises.engine.judge import RecordsDiffer, judge_records, situations_tried
 from helpers.course.exercises.engine.situations import Situation
 from helpers.course.exercises.guard import NotAttempted
 from helpers.course.exercises.registry import exercises
+from helpers.course.exercises.solutions import FILE_NAME as SOLUTIONS_FILE
+from helpers.course.exercises.solutions import recorded_solutions
 from helpers.grade import wire
 from helpers.grade.ddp import TIMEOUT_S, WORLD_SIZE, reference_verdicts_on_rank, situations_data
 from helpers.grade.frames import FrameError, json_payload, read_frame, write_json
@@ -35,6 +38,7 @@ from helpers.grade.report import clean_text
 from helpers.grade.rows import Row
 from helpers.grade.submissions import Submission
 from helpers.grade.wire import WireError
+from helpers.grade.workdirs import remove_tree
 from helpers.tools.spawn import WorkerFailed, run_distributed
 
 EXPOSED = ("Fresh inputs exposed it: the same sweep on the notebook's own seeds passed this answer, but the grader's "
@@ -81,18 +85,27 @@ class FolderWatch(threading.Thread):
         self.stopped = threading.Event()
 
     def size(self) -> int:
-        total = 0
-        for top, _, files in os.walk(self.folder, followlinks=False):
-            for name in files:
-                try:
-                    total += os.lstat(os.path.join(top, name)).st_blocks * 512
-                except OSError:
-                    continue
+        """The blocks of everything under the folder, walked without recursion (a tree may be thousands deep)."""
+        total, pending = 0, [str(self.folder)]
+        while pending:
+            try:
+                with os.scandir(pending.pop()) as entries:
+                    for entry in entries:
+                        info = entry.stat(follow_symlinks=False)
+                        total += info.st_blocks * 512
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(entry.path)
+            except OSError:
+                continue
         return total
 
     def run(self) -> None:
         while not self.stopped.wait(self.interval_s):
-            used = self.size()
+            try:
+                used = self.size()
+            except Exception as error:  # what cannot be measured is not let grow
+                self.on_limit(f"its folder could not be measured ({type(error).__name__})")
+                return
             if used > self.limit_bytes:
                 self.on_limit(f"its folder grew to {used >> 20} MiB on disk (the limit is {self.limit_bytes >> 20} "
                               "MiB)")
@@ -107,10 +120,14 @@ class Stopped(Exception):
 
 
 def copy_in(submission: Submission, work: Path) -> None:
-    """The notebook and the regular files beside it (not other notebooks, folders or links) into ``work``."""
+    """The notebook and the regular files beside it (not other notebooks, folders or links) into ``work``. In a
+    flat folder of several learners' files (``alice 04_whose_gradient.ipynb``), only this learner's."""
     work.mkdir(parents=True)
     total = 0
+    own_folder = submission.path.parent.name == submission.learner or not submission.learner
     for path in sorted(submission.path.parent.iterdir()):
+        if not own_folder and path != submission.path and not path.name.startswith(submission.learner):
+            continue
         try:
             info = os.lstat(path)
         except OSError:
@@ -125,14 +142,24 @@ def copy_in(submission: Submission, work: Path) -> None:
         shutil.copyfile(path, work / path.name, follow_symlinks=False)
 
 
-def start(submission: Submission, limits: Limits, root: Path, command_for: Callable[[List[str], Path], List[str]],
+def without_solutions(root: Path) -> Dict[str, str]:
+    """A copy of solutions.json with every solution cell left out, to be seen in the sandbox in the real one's
+    place: the course's order stays, the reference does not (nothing in the sandbox needs it)."""
+    real = Path(solutions_module.__file__).with_name(SOLUTIONS_FILE)
+    kept = {exercise_id: {**entry, "source": ""} for exercise_id, entry in recorded_solutions().items()}
+    (root / SOLUTIONS_FILE).write_text(json.dumps(kept), encoding="utf-8")
+    return {str(real.resolve()): str(root / SOLUTIONS_FILE)}
+
+
+def start(submission: Submission, limits: Limits, root: Path, command_for: Callable[..., List[str]],
           answer_names: List[str]) -> Sandboxed:
     """Copy the notebook in and start its runner (through ``command_for``: the sandbox, or none)."""
     copy_in(submission, root / "work")
     job = {"root": str(root), "notebook": submission.path.name, "threads": 1, "answer_names": answer_names,
            "memory_bytes": limits.memory_bytes, "cell_timeout_s": min(limits.cell_timeout_s, limits.timeout_s)}
     (root / "JOB.json").write_text(json.dumps(job), encoding="utf-8")
-    command = command_for([sys.executable, "-I", "-m", "helpers.grade.runner", str(root / "JOB.json")], root)
+    command = command_for([sys.executable, "-I", "-m", "helpers.grade.runner", str(root / "JOB.json")], root,
+                          without_solutions(root))
     with open(root / "runner.log", "wb") as log:
         process = subprocess.Popen(command, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                    start_new_session=True)
@@ -340,7 +367,7 @@ def _checkable(submission: Submission, run: Dict[str, Any]) -> List[str]:
 
 
 def grade(submission: Submission, limits: Limits, salt: int, work: Path, on_cell: Callable[[int, int], None],
-          command_for: Callable[[List[str], Path], List[str]], keep: bool = False) -> List[Row]:
+          command_for: Callable[..., List[str]], keep: bool = False) -> List[Row]:
     """The rows of one notebook: run it in its sandbox, judge what it defined, say what happened. Never raises."""
     if submission.problem:
         return [Row(submission.name, "", "error", submission.problem[0].upper() + submission.problem[1:] + ".",
@@ -400,7 +427,7 @@ def grade(submission: Submission, limits: Limits, salt: int, work: Path, on_cell
             except subprocess.TimeoutExpired:
                 pass
         if not keep:
-            shutil.rmtree(root, ignore_errors=True)
+            remove_tree(root)
     if sandboxed is not None and sandboxed.stopped and not run.get("stopped"):
         run["stopped"] = dict(sandboxed.stopped)
     rows = _exercise_rows(submission, run, checked, problem)

@@ -128,12 +128,18 @@ def _folders(paths: Iterable[str], links: Dict[str, str]) -> List[str]:
     return sorted(found, key=lambda path: (path.count("/"), path))
 
 
+# What a sandbox never reads, though /etc is bound: the password hashes and secrets some systems keep there.
+HIDDEN_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/.pwd.lock")
+HIDDEN_FOLDERS = ("/etc/ssh", "/etc/sudoers.d", "/etc/ssl/private")
+
+
 def sandboxed(command: List[str], private: Path, extra_read_only: Sequence[Path] = (),
-              env: Optional[Mapping[str, str]] = None) -> List[str]:
+              env: Optional[Mapping[str, str]] = None, replaced: Mapping[str, str] = ()) -> List[str]:
     """The argv that runs ``command`` in a new sandbox whose only writable folder is ``private`` (which must exist),
     in ``private/work`` (where it exists, else ``private``), with HOME ``private/home``, PATH and LANG, and the
     variables in ``env`` (which may replace those) as its whole environment. ``extra_read_only``: more folders or
-    files to see, read-only (those that do not exist are left out)."""
+    files to see, read-only (those that do not exist are left out). ``replaced``: inside path -> outside file, seen
+    in its place (read-only). The secrets of ``HIDDEN_FILES`` and ``HIDDEN_FOLDERS`` are never seen."""
     named = _absolute(os.fspath(private))
     if not os.path.isdir(named):
         raise NotADirectoryError(f"the sandbox's private folder is not a folder: {named}")
@@ -167,6 +173,14 @@ def sandboxed(command: List[str], private: Path, extra_read_only: Sequence[Path]
     for place in sorted(links, key=lambda place: (place.count("/"), place)):
         if not any(_inside(place, folder) for folder in bound):
             argv += ["--symlink", links[place], place]
+    for path in HIDDEN_FILES:
+        if os.path.isfile(path):
+            argv += ["--ro-bind", os.devnull, path]
+    for path in HIDDEN_FOLDERS:
+        if os.path.isdir(path) and not os.path.islink(path):
+            argv += ["--size", "4096", "--tmpfs", path]
+    for inside, outside in dict(replaced).items():  # a file seen in place of another (read-only)
+        argv += ["--ro-bind", outside, inside]
     argv += ["--bind", writable, writable, "--remount-ro", "/"]
 
     work = os.path.join(named, "work")

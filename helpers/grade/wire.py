@@ -222,20 +222,24 @@ class _Encoder:
         return record
 
     def tensor(self, value: torch.Tensor) -> Any:
-        dtype = str(value.dtype).removeprefix("torch.")
-        if (dtype not in TENSOR_DTYPES or value.layout != torch.strided or value.is_nested or value.is_meta
-                or value.dim() > MAX_NDIM):
+        # Every method through the class, never the tensor: an instance attribute (``t.detach = ...``) must not
+        # choose the bytes that are sent. ``Tensor.detach`` gives a plain tensor with no such attribute.
+        requires_grad = bool(torch.Tensor.requires_grad.__get__(value))
+        plain = torch.Tensor.detach(value)
+        dtype = str(plain.dtype).removeprefix("torch.")
+        if (dtype not in TENSOR_DTYPES or plain.layout != torch.strided or plain.is_nested or plain.is_meta
+                or plain.dim() > MAX_NDIM):
             return self.opaque(value)
-        length = value.numel() * value.element_size()
+        length = plain.numel() * plain.element_size()
         self.grow(length)  # where it is used again too: decoding makes one tensor of each use
         if id(value) not in self.tensors:
-            flat = value.detach().cpu().resolve_conj().resolve_neg().contiguous().reshape(-1)
+            flat = plain.cpu().resolve_conj().resolve_neg().contiguous().reshape(-1)
             self.chunks.append(flat.view(torch.uint8).numpy().tobytes())
             self.tensors[id(value)] = (self.blob_size, length)
             self.blob_size += length
         offset, length = self.tensors[id(value)]
-        return {"t": "tensor", "dtype": dtype, "shape": list(value.shape), "offset": offset, "length": length,
-                "requires_grad": value.requires_grad, "parameter": type(value) is nn.Parameter}
+        return {"t": "tensor", "dtype": dtype, "shape": list(plain.shape), "offset": offset, "length": length,
+                "requires_grad": requires_grad, "parameter": type(value) is nn.Parameter}
 
 
 def encode(value: Any, max_bytes: int = MAX_BYTES) -> bytes:

@@ -12,6 +12,7 @@ import re
 import shutil
 import socket
 import stat
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -153,8 +154,24 @@ def clean_stale(parent: Optional[Path] = None) -> List[Path]:
         try:
             if not stat.S_ISDIR(os.lstat(folder).st_mode):
                 continue  # replaced by a link (or a file) meanwhile
-            shutil.rmtree(folder)  # removes links inside, never what they point to; refuses a link itself
         except OSError:
             continue
-        removed.append(folder)
+        if remove_tree(folder):
+            removed.append(folder)
     return removed
+
+
+def remove_tree(folder: Path) -> bool:
+    """Remove ``folder`` and everything under it (links inside, never what they point to), however deep; True
+    when it is gone. Never raises: a tree a notebook made thousands of folders deep is ``rm -rf``'s to remove."""
+    try:
+        shutil.rmtree(folder)  # refuses a link itself
+    except FileNotFoundError:
+        return True
+    except (OSError, RecursionError):
+        try:
+            if not os.path.islink(folder):
+                subprocess.run(["rm", "-rf", "--", str(folder)], capture_output=True, timeout=300, check=False)
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return not os.path.lexists(folder)

@@ -48,8 +48,8 @@ class World:
 
 
 def _copy(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
+    if isinstance(value, torch.Tensor):  # through the class: a learner's ``t.detach = ...`` is not asked
+        return torch.Tensor.clone(torch.Tensor.detach(value))
     return value
 
 
