@@ -118,8 +118,8 @@ def command_maker(args: argparse.Namespace) -> Optional[Callable[..., List[str]]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             print("Warning: grading as root. Each notebook's sandbox still reads what root can read of the folders it "
                   "sees (the system and the Python installation); run the grader as an ordinary user.", flush=True)
-        return lambda command, root, replaced=(): sandbox.sandboxed(command, root, env=sandbox_environment(root),
-                                                                    replaced=replaced)
+        return lambda command, root, replaced=(), writable_bytes=None: sandbox.sandboxed(
+            command, root, env=sandbox_environment(root), replaced=replaced, writable_bytes=writable_bytes)
     if not args.without_sandbox:
         print(f"The sandbox cannot run here: {isolation.reason}.\nWithout it a notebook can see and change what you "
               "can. Install bubblewrap (apt install bubblewrap), or pass --without-sandbox to grade anyway.",
@@ -127,7 +127,7 @@ def command_maker(args: argparse.Namespace) -> Optional[Callable[..., List[str]]
         return None
     print(f"Grading without a sandbox ({isolation.reason}): each notebook can see and change what you can.",
           flush=True)
-    return lambda command, root, replaced=(): command
+    return lambda command, root, replaced=(), writable_bytes=None: command
 
 
 def sandbox_environment(root: Path) -> Dict[str, str]:

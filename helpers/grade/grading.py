@@ -36,6 +36,7 @@ from helpers.grade.processes import TreeWatch, kill_tree
 from helpers.grade.records import RecordsError, records_from_data
 from helpers.grade.report import clean_text
 from helpers.grade.rows import Row
+from helpers.grade.sandbox import files_bytes
 from helpers.grade.submissions import Submission
 from helpers.grade.wire import WireError
 from helpers.grade.workdirs import remove_tree
@@ -45,7 +46,6 @@ EXPOSED = ("Fresh inputs exposed it: the same sweep on the notebook's own seeds 
            "inputs, which the notebook never saw, show that it is wrong. ")
 MAX_PROCESSES = 24
 MAX_BESIDE_BYTES = 64 * 2**20  # the files copied beside a notebook, all together
-DISK_BYTES = 2 * 2**30  # what a notebook's private folder may hold on disk
 JUDGING = threading.Lock()  # the engine's seeds and reference records are this process's: one comparison at a time
 
 
@@ -59,6 +59,9 @@ class Limits:
     check_timeout_s: int = 120
 
 
+LOG_BYTES = 64 * 2**10  # of what a runner writes to stderr, the end is kept (for --keep)
+
+
 @dataclass
 class Sandboxed:
     """A runner started for one notebook, its pipes, and why it was stopped (if it was)."""
@@ -66,53 +69,23 @@ class Sandboxed:
     process: subprocess.Popen
     stopped: Dict[str, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    log: bytearray = field(default_factory=bytearray)
+
+    def drain(self) -> None:
+        """Read the runner's stderr to its end, keeping its last LOG_BYTES (a flood fills no disk)."""
+        assert self.process.stderr is not None
+        while True:
+            chunk = self.process.stderr.read(65536)
+            if not chunk:
+                return
+            self.log += chunk
+            del self.log[:-LOG_BYTES]
 
     def stop(self, reason: str) -> None:
         with self.lock:
             if not self.stopped:
                 self.stopped.update(reason=reason, cell=None)
         kill_tree(root_pid=self.process.pid)
-
-
-class FolderWatch(threading.Thread):
-    """Samples the size of a private folder (on disk, so no memory limit sees it); past the limit it calls
-    ``on_limit(reason)`` once."""
-
-    def __init__(self, folder: Path, limit_bytes: int, on_limit: Callable[[str], None], interval_s: float = 0.5
-                 ) -> None:
-        super().__init__(daemon=True)
-        self.folder, self.limit_bytes, self.on_limit, self.interval_s = folder, limit_bytes, on_limit, interval_s
-        self.stopped = threading.Event()
-
-    def size(self) -> int:
-        """The blocks of everything under the folder, walked without recursion (a tree may be thousands deep)."""
-        total, pending = 0, [str(self.folder)]
-        while pending:
-            try:
-                with os.scandir(pending.pop()) as entries:
-                    for entry in entries:
-                        info = entry.stat(follow_symlinks=False)
-                        total += info.st_blocks * 512
-                        if entry.is_dir(follow_symlinks=False):
-                            pending.append(entry.path)
-            except OSError:
-                continue
-        return total
-
-    def run(self) -> None:
-        while not self.stopped.wait(self.interval_s):
-            try:
-                used = self.size()
-            except Exception as error:  # what cannot be measured is not let grow
-                self.on_limit(f"its folder could not be measured ({type(error).__name__})")
-                return
-            if used > self.limit_bytes:
-                self.on_limit(f"its folder grew to {used >> 20} MiB on disk (the limit is {self.limit_bytes >> 20} "
-                              "MiB)")
-                return
-
-    def stop(self) -> None:
-        self.stopped.set()
 
 
 class Stopped(Exception):
@@ -142,28 +115,32 @@ def copy_in(submission: Submission, work: Path) -> None:
         shutil.copyfile(path, work / path.name, follow_symlinks=False)
 
 
-def without_solutions(root: Path) -> Dict[str, str]:
+def without_solutions(given: Path) -> Dict[str, str]:
     """A copy of solutions.json with every solution cell left out, to be seen in the sandbox in the real one's
     place: the course's order stays, the reference does not (nothing in the sandbox needs it)."""
     real = Path(solutions_module.__file__).with_name(SOLUTIONS_FILE)
     kept = {exercise_id: {**entry, "source": ""} for exercise_id, entry in recorded_solutions().items()}
-    (root / SOLUTIONS_FILE).write_text(json.dumps(kept), encoding="utf-8")
-    return {str(real.resolve()): str(root / SOLUTIONS_FILE)}
+    (given / SOLUTIONS_FILE).write_text(json.dumps(kept), encoding="utf-8")
+    return {str(real.resolve()): str(given / SOLUTIONS_FILE)}
 
 
 def start(submission: Submission, limits: Limits, root: Path, command_for: Callable[..., List[str]],
           answer_names: List[str]) -> Sandboxed:
-    """Copy the notebook in and start its runner (through ``command_for``: the sandbox, or none)."""
-    copy_in(submission, root / "work")
-    job = {"root": str(root), "notebook": submission.path.name, "threads": 1, "answer_names": answer_names,
-           "memory_bytes": limits.memory_bytes, "cell_timeout_s": min(limits.cell_timeout_s, limits.timeout_s)}
-    (root / "JOB.json").write_text(json.dumps(job), encoding="utf-8")
-    command = command_for([sys.executable, "-I", "-m", "helpers.grade.runner", str(root / "JOB.json")], root,
-                          without_solutions(root))
-    with open(root / "runner.log", "wb") as log:
-        process = subprocess.Popen(command, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                   start_new_session=True)
-    return Sandboxed(process)
+    """Copy the notebook in (``root/in``: what the sandbox is given, read-only) and start its runner (through
+    ``command_for``: the sandbox, where ``root`` is a fresh tmpfs of the memory limit's size, or none)."""
+    given = root / "in"
+    copy_in(submission, given / "work")
+    job = {"root": str(root), "given": str(given), "notebook": submission.path.name, "threads": 1,
+           "answer_names": answer_names, "memory_bytes": limits.memory_bytes,
+           "cell_timeout_s": min(limits.cell_timeout_s, limits.timeout_s)}
+    (given / "JOB.json").write_text(json.dumps(job), encoding="utf-8")
+    command = command_for([sys.executable, "-I", "-m", "helpers.grade.runner", str(given / "JOB.json")], root,
+                          without_solutions(given), limits.memory_bytes)
+    process = subprocess.Popen(command, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
+    sandboxed = Sandboxed(process)
+    threading.Thread(target=sandboxed.drain, daemon=True).start()
+    return sandboxed
 
 
 def read_run(sandboxed: Sandboxed, on_cell: Callable[[int, int], None]) -> Dict[str, Any]:
@@ -379,15 +356,14 @@ def grade(submission: Submission, limits: Limits, salt: int, work: Path, on_cell
     problem: Optional[str] = None
     sandboxed: Optional[Sandboxed] = None
     watch: Optional[TreeWatch] = None
-    disk: Optional[FolderWatch] = None
     deadline: Optional[threading.Timer] = None
     try:
         sandboxed = start(submission, limits, root, command_for,
                           [known[exercise_id].answer_name for exercise_id in submission.exercise_ids])
-        watch = TreeWatch(limits.memory_bytes, MAX_PROCESSES, sandboxed.stop, root_pid=sandboxed.process.pid)
+        outer = sandboxed.process.pid
+        watch = TreeWatch(limits.memory_bytes, MAX_PROCESSES, sandboxed.stop, root_pid=outer,
+                          files_bytes=lambda: files_bytes(outer, (str(root), "/tmp", "/dev/shm")))
         watch.start()
-        disk = FolderWatch(root, DISK_BYTES, sandboxed.stop)
-        disk.start()
         deadline = threading.Timer(limits.timeout_s, sandboxed.stop,
                                    args=(f"it ran past the time limit ({limits.timeout_s} s)",))
         deadline.daemon = True
@@ -413,8 +389,6 @@ def grade(submission: Submission, limits: Limits, salt: int, work: Path, on_cell
             deadline.cancel()
         if watch is not None:
             watch.stop()
-        if disk is not None:
-            disk.stop()
         if sandboxed is not None:
             if sandboxed.process.stdin is not None:
                 try:
@@ -426,6 +400,8 @@ def grade(submission: Submission, limits: Limits, salt: int, work: Path, on_cell
                 sandboxed.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+        if keep and sandboxed is not None:
+            (root / "runner.log").write_bytes(bytes(sandboxed.log))
         if not keep:
             remove_tree(root)
     if sandboxed is not None and sandboxed.stopped and not run.get("stopped"):

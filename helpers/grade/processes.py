@@ -168,11 +168,13 @@ class TreeWatch(threading.Thread):
     """
 
     def __init__(self, memory_bytes: int, max_processes: int, on_limit: Callable[[str], None],
-                 interval_s: float = 0.2, root_pid: Optional[int] = None) -> None:
+                 interval_s: float = 0.2, root_pid: Optional[int] = None,
+                 files_bytes: Optional[Callable[[], int]] = None) -> None:
         super().__init__(daemon=True)
         self.memory_bytes, self.max_processes, self.on_limit = memory_bytes, max_processes, on_limit
         self.interval_s = interval_s
         self.root_pid = root_pid
+        self.files_bytes = files_bytes or (lambda: 0)  # files held in memory (a sandbox's tmpfs), counted too
         self.peak_bytes = 0
         self.stopped = threading.Event()
 
@@ -191,12 +193,15 @@ class TreeWatch(threading.Thread):
                 continue
             # PSS costs about 20 ms per GiB mapped, RSS nothing: the sum of RSS bounds the sum of PSS, so PSS is
             # read when RSS says the limit may be passed, and otherwise once a PSS_EVERY_S for the peak.
-            if _sum(processes, root, _rss) > self.memory_bytes or time.monotonic() - measured_at >= PSS_EVERY_S:
+            files = self.files_bytes()
+            if _sum(processes, root, _rss) + files > self.memory_bytes or \
+                    time.monotonic() - measured_at >= PSS_EVERY_S:
                 measured_at = time.monotonic()
-                total = _sum(processes, root, process_memory)
+                total = _sum(processes, root, process_memory) + files
                 self.peak_bytes = max(self.peak_bytes, total)
                 if total > self.memory_bytes:
-                    self.on_limit(f"its processes used {total >> 20} MiB of memory (the limit is "
+                    held = f", {files >> 20} MiB of it in files" if files >> 20 else ""
+                    self.on_limit(f"it used {total >> 20} MiB of memory{held} (the limit is "
                                   f"{self.memory_bytes >> 20} MiB)")
                     return
             if len(processes) > self.max_processes:

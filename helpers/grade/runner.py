@@ -5,9 +5,10 @@
 Everything here runs with the learner's code and is trusted with nothing: it only produces data. It runs the notebook
 (copied by the grader into the private folder, with the files beside it) in a fresh kernel, as "Run All" runs it,
 stopping at the first error; the last cell sends each answer, by value, to a file in the private folder; the kernel
-ends, and this process loads the answers. Then, for each ``request`` frame from the grader (an exercise and a
-situation), it makes the learner's calls of that situation on its own twin and sends the records back as data
-(``helpers.grade.wire``): the state before and after each call, never code. The grader judges them elsewhere.
+ends. Then, for each ``request`` frame from the grader (an exercise and a situation), a calls process of its own
+(``--calls``: it loads the answers) makes the learner's calls of that situation on its own twin and sends the
+records back as data (``helpers.grade.wire``): the state before and after each call, never code. This process
+passes them on when they are well-formed data. The grader judges them elsewhere.
 
 Frames go to the grader over this process's original stdout, kept on a private descriptor: the kernel and every
 process it starts write their stdout and stderr to the log instead.
@@ -18,6 +19,7 @@ import base64
 import copy
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -102,6 +104,8 @@ def run_notebook(job: Dict[str, Any], channel: BinaryIO) -> Dict[str, Any]:
     for name in PRIVATE_FOLDERS:
         (root / name).mkdir(parents=True, exist_ok=True)
     work = root / "work"
+    if not work.exists():  # in the sandbox: what it was given is read-only; it works on a copy
+        shutil.copytree(Path(job["given"]) / "work", work)
     node = nbformat.convert(nbformat.reader.reads((work / job["notebook"]).read_text(encoding="utf-8")), 4)
     node.metadata.pop("kernelspec", None)
     exercise_cells: Dict[str, int] = {}
@@ -217,8 +221,8 @@ def _ddp_records(request: Dict[str, Any], exercise: Any, answer: Any) -> bytes:
     return wire.encode([wire.decode(data) for data in per_rank])
 
 
-def serve(job: Dict[str, Any], channel: BinaryIO, requests: BinaryIO) -> None:
-    """Answer each request frame with a records frame, until the grader closes the pipe."""
+def make_calls(job: Dict[str, Any], channel: BinaryIO, requests: BinaryIO) -> None:
+    """In the calls process: load the answers and answer each request frame with a records frame."""
     import torch
 
     from helpers.grade.frames import json_payload, read_frame, write_frame
@@ -235,11 +239,60 @@ def serve(job: Dict[str, Any], channel: BinaryIO, requests: BinaryIO) -> None:
         try:
             data = records_for_request(json_payload(payload), answers)
         except Exception as error:  # the calls could not be made here: the grader marks the exercise failed
-            from helpers.grade import wire
-
-            first_line = (str(error).strip().splitlines() or [""])[0][:300]
-            data = wire.encode({"failed": f"{type(error).__name__}: {first_line}"})
+            data = _failed(f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}")
         write_frame(channel, "records", data)
+
+
+def _failed(text: str) -> bytes:
+    from helpers.grade import wire
+
+    return wire.encode({"failed": text})
+
+
+class Calls:
+    """The process the learner's answers are called in: a child of this one that has no way to the grader's pipe
+    (this process is not dumpable, so no other process opens its descriptors). What it sends back is passed on only
+    when it is well-formed data; a broken or ended calls process is started again for the next request."""
+
+    def __init__(self, job_path: str) -> None:
+        self.job_path = job_path
+        self.process: Optional[Any] = None
+
+    def ask(self, payload: bytes) -> bytes:
+        import subprocess
+
+        from helpers.grade import wire
+        from helpers.grade.frames import FrameError, read_frame, write_frame
+
+        if self.process is None or self.process.poll() is not None:
+            self.process = subprocess.Popen([sys.executable, "-I", "-m", "helpers.grade.runner", "--calls",
+                                             self.job_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            write_frame(self.process.stdin, "request", payload)
+            kind, data = read_frame(self.process.stdout)
+            wire.decode(data)
+        except (OSError, EOFError, FrameError, wire.WireError) as error:
+            self.process.kill()
+            self.process = None
+            return _failed(f"the process making the calls broke off ({type(error).__name__}: {str(error)[:200]})")
+        if kind != "records":
+            return _failed(f"the process making the calls sent a {kind} frame")
+        return data
+
+
+def serve(job_path: str, channel: BinaryIO, requests: BinaryIO) -> None:
+    """Pass each request frame from the grader to the calls process, and its records back, until the pipe closes."""
+    from helpers.grade.frames import read_frame, write_frame
+
+    calls = Calls(job_path)
+    while True:
+        try:
+            kind, payload = read_frame(requests)
+        except EOFError:
+            return
+        if kind != "request":
+            return
+        write_frame(channel, "records", calls.ask(payload))
 
 
 def _private_channel() -> BinaryIO:
@@ -249,19 +302,34 @@ def _private_channel() -> BinaryIO:
     return os.fdopen(descriptor, "wb")
 
 
+def _not_dumpable() -> None:
+    """Linux: no process of the same user may open this one's descriptors through /proc (the kernel, the answers).
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+
+
 def main() -> int:
-    job = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    calls_only = sys.argv[1] == "--calls"
+    job_path = sys.argv[2] if calls_only else sys.argv[1]
+    job = json.loads(Path(job_path).read_text(encoding="utf-8"))
     channel = _private_channel()
     requests = os.fdopen(os.dup(0), "rb")
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
+    if calls_only:
+        make_calls(job, channel, requests)
+        return 0
+    _not_dumpable()
     from helpers.grade.frames import write_json
     from helpers.grade.processes import become_subreaper
 
     become_subreaper()
     result = run_notebook(job, channel)
     write_json(channel, "result", result)
-    serve(job, channel, requests)
+    serve(job_path, channel, requests)
     return 0
 
 

@@ -134,12 +134,17 @@ HIDDEN_FOLDERS = ("/etc/ssh", "/etc/sudoers.d", "/etc/ssl/private")
 
 
 def sandboxed(command: List[str], private: Path, extra_read_only: Sequence[Path] = (),
-              env: Optional[Mapping[str, str]] = None, replaced: Mapping[str, str] = ()) -> List[str]:
+              env: Optional[Mapping[str, str]] = None, replaced: Mapping[str, str] = (),
+              writable_bytes: Optional[int] = None) -> List[str]:
     """The argv that runs ``command`` in a new sandbox whose only writable folder is ``private`` (which must exist),
     in ``private/work`` (where it exists, else ``private``), with HOME ``private/home``, PATH and LANG, and the
     variables in ``env`` (which may replace those) as its whole environment. ``extra_read_only``: more folders or
     files to see, read-only (those that do not exist are left out). ``replaced``: inside path -> outside file, seen
-    in its place (read-only). The secrets of ``HIDDEN_FILES`` and ``HIDDEN_FOLDERS`` are never seen."""
+    in its place (read-only). The secrets of ``HIDDEN_FILES`` and ``HIDDEN_FOLDERS`` are never seen.
+
+    With ``writable_bytes``, ``private`` is instead a fresh tmpfs of that size inside (memory, which the grader
+    counts from outside: a file deleted but kept open counts too), with the outside ``private/in`` seen read-only at
+    ``private/in``: what the sandbox is given, never what it writes."""
     named = _absolute(os.fspath(private))
     if not os.path.isdir(named):
         raise NotADirectoryError(f"the sandbox's private folder is not a folder: {named}")
@@ -181,13 +186,18 @@ def sandboxed(command: List[str], private: Path, extra_read_only: Sequence[Path]
             argv += ["--size", "4096", "--tmpfs", path]
     for inside, outside in dict(replaced).items():  # a file seen in place of another (read-only)
         argv += ["--ro-bind", outside, inside]
-    argv += ["--bind", writable, writable, "--remount-ro", "/"]
+    if writable_bytes is None:
+        argv += ["--bind", writable, writable, "--remount-ro", "/"]
+    else:
+        given = os.path.join(writable, "in")
+        argv += ["--size", str(int(writable_bytes)), "--tmpfs", writable, "--ro-bind", given, given,
+                 "--remount-ro", "/"]
 
     work = os.path.join(named, "work")
     environment = {"PATH": f"{os.path.dirname(os.path.abspath(sys.executable))}:{DEFAULT_PATH}",
                    "LANG": os.environ.get("LANG", "C.UTF-8"), "HOME": os.path.join(named, "home")}
     environment.update(env or {})
-    argv += ["--chdir", work if os.path.isdir(work) else named, "--clearenv"]
+    argv += ["--chdir", work if os.path.isdir(work) and writable_bytes is None else named, "--clearenv"]
     for key, value in environment.items():
         argv += ["--setenv", key, value]
     return argv + ["--", *command]
@@ -204,3 +214,26 @@ def described(argv: Sequence[str]) -> List[Tuple[str, ...]]:
         options.append(tuple(argv[index:index + 1 + count]))
         index += 1 + count
     return options
+
+
+def files_bytes(outer_pid: int, folders: Sequence[str]) -> int:
+    """What the files in a sandbox's own tmpfs ``folders`` take (used blocks), read from outside through a process
+    of the sandbox (``/proc/<pid>/root``); 0 when none can be read."""
+    import psutil
+
+    try:
+        inner = psutil.Process(outer_pid).children(recursive=True)
+    except psutil.Error:
+        return 0
+    for process in inner:
+        total, read = 0, False
+        for folder in folders:
+            try:
+                info = os.statvfs(f"/proc/{process.pid}/root{folder}")
+            except OSError:
+                continue
+            total += (info.f_blocks - info.f_bfree) * info.f_frsize
+            read = True
+        if read:
+            return total
+    return 0

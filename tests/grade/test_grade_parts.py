@@ -191,7 +191,7 @@ def test_the_memory_of_forked_children_counts_once_and_the_tree_is_watched_from_
         watch = TreeWatch(own // 2, 20, reasons.append, interval_s=0.05, root_pid=parent.pid)
         watch.start()
         watch.join(5)
-        assert reasons[1].startswith("its processes used 2") and reasons[1].endswith(f"(the limit is {own >> 21} MiB)")
+        assert reasons[1].startswith("it used 2") and reasons[1].endswith(f"(the limit is {own >> 21} MiB)")
         leftovers = kill_tree(root_pid=parent.pid)
         assert len(leftovers) == 10 and all("-c" in line for line in leftovers)
         assert all(child.status() == psutil.STATUS_ZOMBIE for child in children if child.is_running())
