@@ -43,7 +43,7 @@ from helpers.grade.workdirs import remove_tree
 from helpers.tools.spawn import WorkerFailed, run_distributed
 
 EXPOSED = ("Fresh inputs exposed it: the same sweep on the notebook's own seeds passed this answer, but the grader's "
-           "inputs, which the notebook never saw, show that it is wrong. ")
+           "inputs, made from a salt the notebook's cells never saw, show that it is wrong. ")
 MAX_PROCESSES = 24
 MAX_BESIDE_BYTES = 64 * 2**20  # the files copied beside a notebook, all together
 JUDGING = threading.Lock()  # the engine's seeds and reference records are this process's: one comparison at a time
@@ -256,8 +256,8 @@ def judge_exercise(sandboxed: Sandboxed, exercise_id: str, salt: int) -> Dict[st
         diagnosis = verdict(salt)
         if diagnosis is None:
             return {"status": "passed", "message": f"Matched the reference in all {situations_tried(contract)} "
-                                                   "situations the check generates, on inputs the notebook never "
-                                                   "saw."}
+                                                   "situations the check generates, on models and batches made from "
+                                                   "a salt the notebook's cells never saw."}
         own = verdict(0) is None
     except NotAttempted:
         return {"status": "not attempted", "message": "Still the stub: no answer written yet."}

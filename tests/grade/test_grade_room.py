@@ -1,30 +1,118 @@
-"""The grader on a generated room (tests/grade/room.py): every verdict, nothing lost, nothing left behind."""
+"""The grader on a generated room (tests/grade/room.py), honest notebooks and attacks on the grader side by side:
+every verdict, nothing lost, nothing changed outside the room, nothing left behind, within the time."""
 from __future__ import annotations
 
 import csv
+import hashlib
+import os
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 import psutil
 import pytest
 
-from tests.grade.room import build_room
+from tests.grade.room import Room, build_room
 
 SALT = 4321
+JOBS = 2
+ROOM_TIME_LIMIT_S = 8 * 60  # the whole room, on 2 cores
+FORMULA_STARTS = ("=", "+", "-", "@")
+
+
+@dataclass
+class Graded:
+    """The room, graded once by the real command."""
+
+    folder: Path  # the room
+    base: Path  # the test's own folder: the room, the grader's HOME and TMPDIR, the folder outside
+    room: Room
+    printed: str
+    seconds: float
+    hashes_before: Dict[Path, str]
+    hashes_after: Dict[Path, str]
+    most_private_folders: int  # the most notebook folders seen at once under the grader's work parent
+    work_parent: Path
+    survivors: List[str]
+
+
+def _hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "(missing)"
+
+
+def _kept_files(room: Room, home: Path) -> List[Path]:
+    return sorted(set(room.kept) | {path for path in home.rglob("*") if path.is_file()})
+
+
+def _survivors(base: Path) -> List[str]:
+    """Processes of this run still alive: any whose command line names the room or the test's folders (every
+    runner, ``helpers.grade.runner <TMPDIR>/course-grade/.../JOB.json``, and every kernel and sandbox does). Graders
+    that other tests run meanwhile name other folders."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "pid"]):
+        line = " ".join(process.info["cmdline"] or [])
+        if str(base) in line and process.info["pid"] != os.getpid():
+            found.append(f"{process.info['pid']}: {line[:200]}")
+    return found
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Path, Dict[str, List[Tuple[str, str, str]]], str]:
-    """The room, graded once by the real command: (folder, expected rows, what the command printed)."""
-    folder = tmp_path_factory.mktemp("room")
-    expected = build_room(folder)
+def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
+    from helpers.grade.sandbox import isolation
+
+    found = isolation()
+    if not found.available:  # the room's attacks are the sandbox's to stop: without it the grader refuses anyway
+        if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+            pytest.fail(f"bubblewrap must run in CI: {found.reason}")
+        pytest.skip(f"the grader's sandbox cannot run here ({found.reason}): sudo apt-get install bubblewrap")
+    base = tmp_path_factory.mktemp("grading")
+    folder, home, outside, temporary = base / "room", base / "home", base / "outside", base / "tmp"
+    for path in (folder, outside, temporary):
+        path.mkdir()
+    room = build_room(folder, home, outside)
+    kept = _kept_files(room, home)
+    before = {path: _hash(path) for path in kept}
+    work_parent = temporary / "course-grade"
+
+    most = [0]
+    done = threading.Event()
+
+    def sample() -> None:  # (21): the private notebook folders that exist at once
+        while not done.is_set():
+            try:
+                count = sum(1 for _ in work_parent.glob("run-*/notebook-*"))
+            except OSError:
+                count = 0
+            most[0] = max(most[0], count)
+            done.wait(0.05)
+
+    env = dict(os.environ, HOME=str(home), TMPDIR=str(temporary))
     command = [sys.executable, "-m", "helpers.grade", str(folder), "--timeout", "120", "--cell-timeout", "20",
-               "--memory", "1.5", "--salt", str(SALT), "--jobs", "2"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return folder, expected, done.stdout
+               "--memory", "1.5", "--salt", str(SALT), "--jobs", str(JOBS)]
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    started = time.time()
+    try:
+        done_run = subprocess.run(command, capture_output=True, text=True, timeout=2 * ROOM_TIME_LIMIT_S, env=env,
+                                  cwd=str(base))
+    finally:
+        seconds = time.time() - started
+        done.set()
+        sampler.join()
+    print(f"\nThe room ({len(room.expected)} notebooks) was graded in {seconds:.0f} s with --jobs {JOBS}.")
+    assert done_run.returncode == 0, done_run.stdout + done_run.stderr
+    time.sleep(1)  # what the grader killed has a moment to be reaped
+    return Graded(folder, base, room, done_run.stdout, seconds, before, {path: _hash(path) for path in kept},
+                  most[0], work_parent, _survivors(base))
+
+
+def _unquoted(text: str) -> str:
+    """A CSV cell as written before the grader's leading quote against formulas."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_STARTS) else text
 
 
 def _rows(folder: Path) -> List[Dict[str, str]]:
@@ -32,63 +120,106 @@ def _rows(folder: Path) -> List[Dict[str, str]]:
         return list(csv.DictReader(file))
 
 
-def test_every_verdict_is_the_expected_one(graded) -> None:
-    folder, expected, _ = graded
-    rows = _rows(folder)
-    found = {(row["notebook"], row["exercise"]): row for row in rows}
-    for notebook, verdicts in expected.items():
+def _found(graded: Graded) -> Dict[tuple, Dict[str, str]]:
+    return {(_unquoted(row["notebook"]), row["exercise"]): row for row in _rows(graded.folder)}
+
+
+def test_every_verdict_is_the_expected_one(graded: Graded) -> None:
+    found = _found(graded)
+    wrong = []
+    for notebook, verdicts in graded.room.expected.items():
         for exercise, status, words in verdicts:
             row = found.get((notebook, exercise))
-            assert row is not None, f"no row for {notebook} {exercise}"
-            assert row["status"] == status, f"{notebook} {exercise}: {row}"
-            assert words.lower() in row["message"].lower(), f"{notebook} {exercise}: {row['message']}"
+            if row is None:
+                wrong.append(f"no row for {notebook} {exercise!r}")
+            elif row["status"] != status or words.lower() not in row["message"].lower():
+                wrong.append(f"{notebook} {exercise!r}: expected {status} ({words!r}), got {row['status']}: "
+                             f"{row['message']}")
+    assert not wrong, "\n".join(wrong)
 
 
-def test_nothing_is_lost_and_nothing_extra(graded) -> None:
-    folder, expected, _ = graded
-    rows = _rows(folder)
+def test_nothing_is_lost_and_nothing_extra(graded: Graded) -> None:
+    rows = _rows(graded.folder)
     assert list(rows[0]) == ["notebook", "exercise", "status", "message"]
-    assert {row["notebook"] for row in rows} == set(expected)
+    assert {_unquoted(row["notebook"]) for row in rows} == set(graded.room.expected)
+    expected_rows = {(notebook, exercise) for notebook, verdicts in graded.room.expected.items()
+                     for exercise, _, _ in verdicts}
+    assert {(_unquoted(row["notebook"]), row["exercise"]) for row in rows} == expected_rows
+    assert len(rows) == len(expected_rows)
     assert {row["status"] for row in rows} <= {"passed", "failed", "not attempted", "error"}
 
 
-def test_the_fake_is_caught_by_fresh_inputs_and_its_own_check_passed_it(graded) -> None:
-    folder, _, printed = graded
-    fake = next(row for row in _rows(folder) if row["notebook"] == "fakes/00_start_here.ipynb")
-    assert fake["status"] == "failed" and "own check passed" in fake["message"]
-    assert "1 exposed by fresh inputs" in printed
+def test_the_fake_is_caught_by_fresh_inputs_and_its_own_check_passed_it(graded: Graded) -> None:
+    fake = next(row for row in _rows(graded.folder) if row["notebook"] == "fakes/00_start_here.ipynb")
+    assert fake["status"] == "failed" and fake["message"].startswith("Fresh inputs exposed it")
+    assert "the same sweep on the notebook's own seeds passed this answer" in fake["message"]
+    assert "1 exposed by fresh inputs" in graded.printed
 
 
-def test_no_write_outside_and_no_process_left(graded) -> None:
-    folder, _, printed = graded
-    assert (folder / "victim.txt").read_text(encoding="utf-8") == "the teacher's file"
-    assert "Warning" not in printed
+def test_formula_looking_names_are_quoted_in_the_csv(graded: Graded) -> None:
+    """(20): a learner folder named like a formula starts its CSV cell with a quote."""
+    names = {row["notebook"] for row in _rows(graded.folder)}
+    assert "'=HYPERLINK(\"x\")/00_start_here.ipynb" in names
+    assert "'+1/00_start_here.ipynb" in names
+    with open(graded.folder / "grades.csv", newline="", encoding="utf-8") as file:
+        cells = [cell for line in csv.reader(file) for cell in line]
+    assert not [cell for cell in cells if cell.startswith(FORMULA_STARTS)]
+
+
+def test_nothing_outside_the_room_changed(graded: Graded) -> None:
+    """The teacher's files, a classmate's notebook and the grader's HOME keep their bytes; no write outside
+    exists (torch.save, a shell's echo, /dev/shm, a planted helpers package); the room holds only its reports."""
+    changed = [str(path) for path in graded.hashes_before if graded.hashes_before[path] != graded.hashes_after[path]]
+    assert not changed, changed
+    assert (graded.folder / "victim.txt").read_text(encoding="utf-8") == "the teacher's file"
+    present = [str(path) for path in graded.room.absent if os.path.lexists(path)]
+    assert not present, present
+    assert not list((graded.base / "outside").iterdir())
+    written = {path.name for path in graded.folder.iterdir() if path.is_file()}
+    assert written == {"victim.txt", "grades.csv", "grades.html"}
+    warnings = [line for line in graded.printed.splitlines()
+                if line.startswith("Warning") and not line.startswith("Warning: grading as root.")]
+    assert not warnings, graded.printed
+
+
+def test_no_process_is_left_behind(graded: Graded) -> None:
+    assert not graded.survivors, graded.survivors
     sleepers = [process for process in psutil.process_iter(["cmdline"]) if process.info["cmdline"] == ["sleep", "600"]]
     assert not sleepers
-    written = {path.name for path in folder.iterdir() if path.is_file()}
-    assert written == {"victim.txt", "grades.csv", "grades.html"}
 
 
-def test_progress_and_summary_lines(graded) -> None:
-    folder, expected, printed = graded
-    lines = printed.strip().splitlines()
-    assert lines[0].startswith(f"Grading {len(expected)} notebooks") and f"seed salt {SALT}" in lines[0]
-    for notebook in expected:
+def test_private_folders_at_most_jobs_at_once_and_none_left(graded: Graded) -> None:
+    """(21)."""
+    assert 1 <= graded.most_private_folders <= JOBS, graded.most_private_folders
+    left = list(graded.work_parent.iterdir()) if graded.work_parent.exists() else []
+    assert not left, left
+
+
+def test_the_room_is_graded_in_time(graded: Graded) -> None:
+    assert graded.seconds < ROOM_TIME_LIMIT_S, f"{graded.seconds:.0f} s"
+
+
+def test_progress_and_summary_lines(graded: Graded) -> None:
+    lines = graded.printed.strip().splitlines()
+    grading = next(line for line in lines if line.startswith("Grading "))
+    assert grading.startswith(f"Grading {len(graded.room.expected)} notebooks") and f"seed salt {SALT}" in grading
+    for notebook in graded.room.expected:
         assert any(line.rstrip().split("  ")[-1].startswith(notebook) for line in lines), notebook
-    rows = _rows(folder)
+    rows = _rows(graded.folder)
     counts = {status: sum(row["status"] == status for row in rows) for status in ("passed", "failed", "error")}
     summary = next(line for line in lines if line.startswith("Graded "))
     assert f"{counts['passed']} passed, {counts['failed']} failed" in summary and f"{counts['error']} error" in summary
 
 
-def test_the_html_report(graded) -> None:
-    folder, _, _ = graded
-    page = (folder / "grades.html").read_text(encoding="utf-8")
-    for learner in ("solved", "untouched", "partly", "fakes", "loops"):
+def test_the_html_report(graded: Graded) -> None:
+    page = (graded.folder / "grades.html").read_text(encoding="utf-8")
+    for learner in ("solved", "untouched", "partly", "fakes", "loops", "zz_untouched", "attack07_fake_frames"):
         assert f"<th>{learner}</th>" in page
     for mark, status in (("✓", "passed"), ("✗", "failed"), ("…", "not attempted"), ("!", "error")):
         assert f"<b>{mark}</b> {status}" in page
     assert "What the room got wrong, per exercise" in page and "Files not graded" in page
-    assert "<b>1 of 7</b> answers checked" in page  # head_weight_grad: 5 passed, the wrong one and the fake failed
+    checked = sum(row["exercise"] == "head_weight_grad" and row["status"] in ("passed", "failed")
+                  for row in _rows(graded.folder))
+    assert f"<b>1 of {checked}</b> answers checked" in page  # the wrong .grad answer's own diagnosis
     assert "Notebooks stopped or not graded" in page and "loops/00_start_here.ipynb: Stopped" in page
     assert "<th>broken</th>" not in page  # a file with no course exercise is listed below, not in the table

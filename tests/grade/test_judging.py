@@ -3,6 +3,7 @@ grader's engine. Each exercise's solution passes, a wrong answer fails, the stub
 are not of the grader's inputs, or not records at all, are never a pass."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, Dict
@@ -104,20 +105,52 @@ def test_notebook_08s_exercise_is_judged_on_two_ranks_on_each_side(monkeypatch: 
         assert verdict["message"].startswith("On rank "), verdict
 
 
-def test_a_private_folder_that_grows_past_its_limit_stops_its_notebook(tmp_path: Any) -> None:
+def test_files_a_sandbox_holds_in_memory_count_with_its_processes() -> None:
+    """A notebook's folder is a tmpfs: its files are memory no process shows, so the watch adds them."""
+    import subprocess
     import threading
 
-    stopped = threading.Event()
-    reasons = []
-    watch = grading.FolderWatch(tmp_path, 2**20, lambda reason: (reasons.append(reason), stopped.set()), 0.05)
-    watch.start()
-    (tmp_path / "small").write_bytes(bytes(2**19))
-    assert not stopped.wait(0.3)
-    (tmp_path / "deep").mkdir()
-    (tmp_path / "deep" / "big").write_bytes(bytes(3 * 2**20))
-    assert stopped.wait(5), "the watch never saw the folder grow"
-    watch.stop()
-    assert "on disk" in reasons[0] and "the limit is 1 MiB" in reasons[0]
+    from helpers.grade.processes import TreeWatch
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        reasons = []
+        stopped = threading.Event()
+        watch = TreeWatch(2**30, 100, lambda reason: (reasons.append(reason), stopped.set()), 0.05,
+                          root_pid=sleeper.pid, files_bytes=lambda: 2**31)
+        watch.start()
+        assert stopped.wait(10), "the watch never counted the files"
+        assert "2048 MiB of it in files" in reasons[0] and "(the limit is 1024 MiB)" in reasons[0], reasons
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_the_files_of_a_sandbox_are_read_from_outside(tmp_path: Path) -> None:
+    """``files_bytes`` reads the used blocks of the sandbox's own tmpfs through one of its processes."""
+    import subprocess
+    import time
+
+    from helpers.grade.sandbox import files_bytes, isolation, sandboxed
+
+    if not isolation().available:
+        pytest.skip(f"no sandbox here: {isolation().reason}")
+    private = tmp_path / "private"
+    (private / "in").mkdir(parents=True)
+    code = ("import os, time\nf = open(os.environ['HOME'] + '-held', 'wb')\nf.write(bytes(8 * 2**20)); f.flush()\n"
+            "os.unlink(os.environ['HOME'] + '-held')\nprint('ready', flush=True)\ntime.sleep(30)")
+    argv = sandboxed([sys.executable, "-I", "-c", code], private, writable_bytes=64 * 2**20)
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 10
+        while files_bytes(process.pid, (str(private),)) < 8 * 2**20 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert files_bytes(process.pid, (str(private),)) >= 8 * 2**20  # deleted, still open: still counted
+        assert not os.path.exists(f"{private}/home-held")  # written inside, never on the disk outside
+    finally:
+        process.kill()
+        process.wait()
 
 
 def test_without_bubblewrap_the_grader_refuses_unless_the_weaker_mode_is_asked_for(
