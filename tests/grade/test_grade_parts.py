@@ -1,4 +1,4 @@
-"""The grader's parts, each on its own: recognising files, leaving checks out, the guard, and the report."""
+"""The grader's parts on their own: recognising files, leaving checks out, memory, work folders, the report."""
 from __future__ import annotations
 
 import csv

@@ -173,3 +173,53 @@ def test_the_grader_starts_again_isolated(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(cli.os, "execv", lambda path, argv: started.append(argv))
     cli.isolated_again(["room", "--jobs", "1"])
     assert started == [[sys.executable, "-I", "-m", "helpers.grade", "room", "--jobs", "1"]]
+
+
+def test_a_killed_grader_leaves_a_partial_report_and_the_next_run_cleans_up(tmp_path: Path) -> None:
+    """The grader killed after its first notebook: grades.csv holds that notebook's row; the next run removes the
+    work folder the killed one left."""
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    from helpers.grade.sandbox import isolation
+    from tests.paths import ROOT
+
+    if not isolation().available:
+        pytest.skip(f"no sandbox here: {isolation().reason}")
+    room, temporary = tmp_path / "room", tmp_path / "tmp"
+    temporary.mkdir()
+    for name, source in (("a_first", "solutions"), ("b_second", "solutions")):
+        (room / name).mkdir(parents=True)
+        shutil.copy(ROOT / source / "00_start_here.ipynb", room / name / "00_start_here.ipynb")
+    import nbformat
+
+    loop = room / "b_second" / "00_start_here.ipynb"
+    node = nbformat.read(str(loop), as_version=4)
+    node.cells.insert(0, nbformat.v4.new_code_cell("import time\ntime.sleep(120)"))
+    nbformat.write(node, str(loop))
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    command = [sys.executable, "-m", "helpers.grade", str(room), "--jobs", "1", "--salt", "3"]
+    grader = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (room / "grades.csv").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (room / "grades.csv").exists(), "no partial report after the first notebook"
+        grader.send_signal(signal.SIGKILL)
+        grader.wait()
+    finally:
+        if grader.poll() is None:
+            grader.kill()
+    partial = (room / "grades.csv").read_text(encoding="utf-8")
+    assert "a_first/00_start_here.ipynb,head_weight_grad,passed" in partial
+    assert "Partial report" in (room / "grades.html").read_text(encoding="utf-8")
+    left = list((temporary / "course-grade").glob("run-*"))
+    assert left, "the killed grader's work folder should still be there"
+    time.sleep(1)
+    (room / "b_second").rename(tmp_path / "b_second")  # the next run: only the first notebook
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert all(not path.exists() for path in left), done.stdout
+    assert "Removed what an earlier grading run left behind" in done.stdout
