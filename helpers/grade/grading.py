@@ -67,6 +67,8 @@ class Sandboxed:
     """A runner started for one notebook, its pipes, and why it was stopped (if it was)."""
 
     process: subprocess.Popen
+    to_runner: Any  # a binary file: the request frames
+    from_runner: Any  # a binary file: the runner's frames
     stopped: Dict[str, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     log: bytearray = field(default_factory=bytearray)
@@ -134,28 +136,36 @@ def start(submission: Submission, limits: Limits, root: Path, command_for: Calla
            "answer_names": answer_names, "memory_bytes": limits.memory_bytes,
            "cell_timeout_s": min(limits.cell_timeout_s, limits.timeout_s)}
     (given / "JOB.json").write_text(json.dumps(job), encoding="utf-8")
-    command = command_for([sys.executable, "-I", "-m", "helpers.grade.runner", str(given / "JOB.json")], root,
-                          without_solutions(given), limits.memory_bytes)
-    process = subprocess.Popen(command, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, start_new_session=True)
-    sandboxed = Sandboxed(process)
+    # The frames go through two pipes of their own, passed as descriptors 3 and up: bubblewrap's first process in the
+    # sandbox (dumpable, so others there may open its descriptors) holds only /dev/null and the log's pipe.
+    requests_read, requests_write = os.pipe()
+    frames_read, frames_write = os.pipe()
+    command = command_for([sys.executable, "-I", "-m", "helpers.grade.runner", str(given / "JOB.json"),
+                           str(requests_read), str(frames_write)], root, without_solutions(given), limits.memory_bytes)
+    try:
+        process = subprocess.Popen(command, cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, start_new_session=True,
+                                   pass_fds=(requests_read, frames_write))
+    finally:
+        os.close(requests_read)
+        os.close(frames_write)
+    sandboxed = Sandboxed(process, os.fdopen(requests_write, "wb"), os.fdopen(frames_read, "rb"))
     threading.Thread(target=sandboxed.drain, daemon=True).start()
     return sandboxed
 
 
 def read_run(sandboxed: Sandboxed, on_cell: Callable[[int, int], None]) -> Dict[str, Any]:
     """Progress frames until the result frame: what the run did (as the runner says: data to read, not trust)."""
-    assert sandboxed.process.stdout is not None
     while True:
         try:
-            kind, payload = read_frame(sandboxed.process.stdout)
-        except (EOFError, FrameError) as error:
+            kind, payload = read_frame(sandboxed.from_runner)
+            value = json_payload(payload)
+        except (OSError, EOFError, FrameError) as error:
             raise Stopped(str(error)) from None
-        value = json_payload(payload)
         if kind == "progress":
             try:
                 on_cell(int(value["cell"]), int(value["of"]))
-            except (KeyError, TypeError, ValueError):
+            except Exception:  # numbers from a sandbox: a progress line is never worth a row
                 pass
         elif kind == "result":
             return value
@@ -170,10 +180,9 @@ class CallsFailed(Exception):
 
 def _exchange(sandboxed: Sandboxed, request: Dict[str, Any]) -> Any:
     """Send one request; the decoded data of the records frame that answers it."""
-    assert sandboxed.process.stdin is not None and sandboxed.process.stdout is not None
     try:
-        write_json(sandboxed.process.stdin, "request", request)
-        kind, payload = read_frame(sandboxed.process.stdout)
+        write_json(sandboxed.to_runner, "request", request)
+        kind, payload = read_frame(sandboxed.from_runner)
     except (OSError, EOFError, FrameError) as error:
         raise Stopped(str(error)) from None
     if kind != "records":
@@ -320,9 +329,9 @@ def validated(run: Any) -> Dict[str, Any]:
     cells = run.get("exercise_cells")
     if isinstance(cells, dict):
         found["exercise_cells"] = {str(k): v for k, v in cells.items() if type(v) is int}
-    for name in ("writes", "leftovers"):
+    for name, kind in (("writes", dict), ("leftovers", str)):
         value = run.get(name)
-        found[name] = [item for item in value[:20] if isinstance(item, (dict, str))] if isinstance(value, list) else []
+        found[name] = [item for item in value[:20] if isinstance(item, kind)] if isinstance(value, list) else []
     return found
 
 
@@ -390,9 +399,9 @@ def grade(submission: Submission, limits: Limits, salt: int, work: Path, on_cell
         if watch is not None:
             watch.stop()
         if sandboxed is not None:
-            if sandboxed.process.stdin is not None:
+            for pipe in (sandboxed.to_runner, sandboxed.from_runner):
                 try:
-                    sandboxed.process.stdin.close()
+                    pipe.close()
                 except OSError:
                     pass
             kill_tree(root_pid=sandboxed.process.pid)

@@ -1,6 +1,6 @@
 """Runs one learner's notebook, then makes the calls the grader asks for with its answers: the untrusted side.
 
-    python -I -m helpers.grade.runner JOB.json        (started by the grader, inside the notebook's sandbox)
+    python -I -m helpers.grade.runner JOB.json R W    (started by the grader, inside the notebook's sandbox)
 
 Everything here runs with the learner's code and is trusted with nothing: it only produces data. It runs the notebook
 (copied by the grader into the private folder, with the files beside it) in a fresh kernel, as "Run All" runs it,
@@ -10,8 +10,9 @@ ends. Then, for each ``request`` frame from the grader (an exercise and a situat
 records back as data (``helpers.grade.wire``): the state before and after each call, never code. This process
 passes them on when they are well-formed data. The grader judges them elsewhere.
 
-Frames go to the grader over this process's original stdout, kept on a private descriptor: the kernel and every
-process it starts write their stdout and stderr to the log instead.
+Frames come and go over two pipes of their own (descriptors R and W, inherited by this process only; it is not
+dumpable, so no other process opens them through /proc); the kernel and every process it starts write their stdout
+and stderr to the log.
 """
 from __future__ import annotations
 
@@ -312,17 +313,21 @@ def _not_dumpable() -> None:
 
 
 def main() -> int:
+    """``runner JOB REQUESTS_FD FRAMES_FD`` (the grader's pipes), or ``runner --calls JOB`` (stdin and stdout)."""
     calls_only = sys.argv[1] == "--calls"
     job_path = sys.argv[2] if calls_only else sys.argv[1]
     job = json.loads(Path(job_path).read_text(encoding="utf-8"))
-    channel = _private_channel()
-    requests = os.fdopen(os.dup(0), "rb")
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
     if calls_only:
+        channel = _private_channel()
+        requests = os.fdopen(os.dup(0), "rb")
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         make_calls(job, channel, requests)
         return 0
-    _not_dumpable()
+    _not_dumpable()  # before anything else: no process here opens these descriptors through /proc
+    requests = os.fdopen(int(sys.argv[2]), "rb")
+    channel = os.fdopen(int(sys.argv[3]), "wb")
+    for descriptor in (requests.fileno(), channel.fileno()):
+        os.set_inheritable(descriptor, False)
     from helpers.grade.frames import write_json
     from helpers.grade.processes import become_subreaper
 

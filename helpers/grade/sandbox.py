@@ -20,7 +20,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import helpers
 
@@ -128,9 +128,42 @@ def _folders(paths: Iterable[str], links: Dict[str, str]) -> List[str]:
     return sorted(found, key=lambda path: (path.count("/"), path))
 
 
-# What a sandbox never reads, though /etc is bound: the password hashes and secrets some systems keep there.
+# What a sandbox never reads, though /etc is bound: the password hashes and secrets some systems keep there, and
+# (``not_for_everyone``) every file or folder of /etc that not everyone may read.
 HIDDEN_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/.pwd.lock")
 HIDDEN_FOLDERS = ("/etc/ssh", "/etc/sudoers.d", "/etc/ssl/private")
+
+
+@functools.lru_cache(maxsize=1)
+def not_for_everyone(top: str = "/etc") -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """(files, folders) under ``top`` that not everyone may read, with HIDDEN_FILES and HIDDEN_FOLDERS: seen
+    empty in a sandbox (a grader run as root must not hand root's secrets to a notebook)."""
+    import stat
+
+    files = {path for path in HIDDEN_FILES if os.path.isfile(path) and not os.path.islink(path)}
+    folders = {path for path in HIDDEN_FOLDERS if os.path.isdir(path) and not os.path.islink(path)}
+    pending = [top]
+    while pending:
+        folder = pending.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                if info.st_mode & 0o005 != 0o005:
+                    folders.add(entry.path)
+                else:
+                    pending.append(entry.path)
+            elif stat.S_ISREG(info.st_mode) and not info.st_mode & 0o004:
+                files.add(entry.path)
+    folders = {path for path in folders if not any(path != other and path.startswith(other + "/") for other in folders)}
+    files = {path for path in files if not any(path.startswith(folder + "/") for folder in folders)}
+    return tuple(sorted(files)), tuple(sorted(folders))
 
 
 def sandboxed(command: List[str], private: Path, extra_read_only: Sequence[Path] = (),
@@ -161,6 +194,7 @@ def sandboxed(command: List[str], private: Path, extra_read_only: Sequence[Path]
     for kind, path in FRESH_MOUNTS:
         # A tmpfs is memory no process's count shows: each gets a size, so a notebook cannot fill RAM through it.
         argv += (["--size", str(TMPFS_BYTES)] if kind == "--tmpfs" else []) + [kind, path]
+    argv += ["--remount-ro", "/dev"]  # bwrap's /dev is a tmpfs of half the memory: nothing is written there
 
     read_only: List[str] = []
     for path in _folders([*python_paths(), *map(os.fspath, extra_read_only)], links):
@@ -178,12 +212,11 @@ def sandboxed(command: List[str], private: Path, extra_read_only: Sequence[Path]
     for place in sorted(links, key=lambda place: (place.count("/"), place)):
         if not any(_inside(place, folder) for folder in bound):
             argv += ["--symlink", links[place], place]
-    for path in HIDDEN_FILES:
-        if os.path.isfile(path):
-            argv += ["--ro-bind", os.devnull, path]
-    for path in HIDDEN_FOLDERS:
-        if os.path.isdir(path) and not os.path.islink(path):
-            argv += ["--size", "4096", "--tmpfs", path]
+    hidden_files, hidden_folders = not_for_everyone()
+    for path in hidden_files:
+        argv += ["--ro-bind", os.devnull, path]
+    for path in hidden_folders:
+        argv += ["--size", "4096", "--tmpfs", path]
     for inside, outside in dict(replaced).items():  # a file seen in place of another (read-only)
         argv += ["--ro-bind", outside, inside]
     if writable_bytes is None:
@@ -217,16 +250,18 @@ def described(argv: Sequence[str]) -> List[Tuple[str, ...]]:
 
 
 def files_bytes(outer_pid: int, folders: Sequence[str]) -> int:
-    """What the files in a sandbox's own tmpfs ``folders`` take (used blocks), read from outside through a process
-    of the sandbox (``/proc/<pid>/root``); 0 when none can be read."""
+    """What a sandbox holds in memory as files, read from outside: the used blocks of its own tmpfs ``folders``
+    (through ``/proc/<pid>/root`` of one of its processes), and the memory files (``memfd_create``) its processes
+    hold open, each once; 0 for what cannot be read."""
     import psutil
 
     try:
         inner = psutil.Process(outer_pid).children(recursive=True)
     except psutil.Error:
         return 0
+    total = 0
     for process in inner:
-        total, read = 0, False
+        read = False
         for folder in folders:
             try:
                 info = os.statvfs(f"/proc/{process.pid}/root{folder}")
@@ -235,5 +270,27 @@ def files_bytes(outer_pid: int, folders: Sequence[str]) -> int:
             total += (info.f_blocks - info.f_bfree) * info.f_frsize
             read = True
         if read:
-            return total
-    return 0
+            break
+    return total + _memory_files(inner)
+
+
+def _memory_files(processes: Sequence[Any]) -> int:
+    seen: Set[Tuple[int, int]] = set()
+    total = 0
+    for process in processes:
+        folder = f"/proc/{process.pid}/fd"
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            try:
+                if not os.readlink(f"{folder}/{name}").startswith("/memfd:"):
+                    continue
+                info = os.stat(f"{folder}/{name}")
+            except OSError:
+                continue
+            if (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                total += max(info.st_size, info.st_blocks * 512)
+    return total
