@@ -226,10 +226,24 @@ def make_calls(job: Dict[str, Any], channel: BinaryIO, requests: BinaryIO) -> No
     """In the calls process: load the answers and answer each request frame with a records frame."""
     import torch
 
-    from helpers.grade.frames import json_payload, read_frame, write_frame
+    from helpers.grade.frames import json_payload
 
     torch.set_num_threads(1)
     answers = load_answers(Path(job["root"]) / "answers.json", job["answer_names"])
+
+    def records(payload: bytes) -> bytes:
+        try:
+            return records_for_request(json_payload(payload), answers)
+        except Exception as error:  # the calls could not be made here: the grader marks the exercise failed
+            return _failed(f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}")
+
+    _answer_each(requests, channel, records)
+
+
+def _answer_each(requests: BinaryIO, channel: BinaryIO, answer: Any) -> None:
+    """Each request frame answered with the records frame ``answer(payload)`` makes, until the pipe closes."""
+    from helpers.grade.frames import read_frame, write_frame
+
     while True:
         try:
             kind, payload = read_frame(requests)
@@ -237,11 +251,7 @@ def make_calls(job: Dict[str, Any], channel: BinaryIO, requests: BinaryIO) -> No
             return
         if kind != "request":
             return
-        try:
-            data = records_for_request(json_payload(payload), answers)
-        except Exception as error:  # the calls could not be made here: the grader marks the exercise failed
-            data = _failed(f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}")
-        write_frame(channel, "records", data)
+        write_frame(channel, "records", answer(payload))
 
 
 def _failed(text: str) -> bytes:
@@ -283,17 +293,7 @@ class Calls:
 
 def serve(job_path: str, channel: BinaryIO, requests: BinaryIO) -> None:
     """Pass each request frame from the grader to the calls process, and its records back, until the pipe closes."""
-    from helpers.grade.frames import read_frame, write_frame
-
-    calls = Calls(job_path)
-    while True:
-        try:
-            kind, payload = read_frame(requests)
-        except EOFError:
-            return
-        if kind != "request":
-            return
-        write_frame(channel, "records", calls.ask(payload))
+    _answer_each(requests, channel, Calls(job_path).ask)
 
 
 def _private_channel() -> BinaryIO:
