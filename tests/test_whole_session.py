@@ -3,6 +3,7 @@
 The server starts with the course's launch configuration (helpers/jupyter_config, as ``python -m helpers.lab`` and
 binder/start give it), in the Binder venv when it is built (always on CI), else in this environment. Culling's timeout
 is scaled down with the learner's pace (authoring/whole_session.py); its other settings are the course's own.
+Binder's memory budget is asserted only in the Binder venv; run in this environment, the peak is reported.
 
 Memory is the PSS of the server, every kernel and their children, summed: pages shared between processes count once,
 as they do for the cgroup that enforces Binder's limit (Kubernetes' memory limit on the user's pod; docs/hosting.md).
@@ -47,6 +48,12 @@ def test_the_kernels_ran_in_the_intended_environment(session: SessionReport) -> 
 
 
 def test_server_and_kernels_stay_under_1_5_gb_at_every_point(session: SessionReport) -> None:
+    """Binder's budget, measured in Binder's environment. In a learner's own (a CUDA build of torch makes each kernel
+    far bigger than Binder's CPU build) it is reported, not asserted: Binder's limit is not theirs."""
+    if binder_python() is None:
+        pytest.skip(f"Binder's {LIMIT_MIB:.0f} MiB budget applies to the Binder venv, which is not built here "
+                    f"(`bash authoring/binder-venv`); in this environment the session peaked at "
+                    f"{session.peak_mib:.0f} MiB (reported, not asserted)")
     assert session.peak_mib < LIMIT_MIB, "\n".join(session.lines())
 
 
