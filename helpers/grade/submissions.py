@@ -92,12 +92,6 @@ def _walk(folder: Path) -> Tuple[List[Path], Dict[Path, str]]:
     return found, problems
 
 
-def find_notebooks(folder: Path) -> List[Path]:
-    """Every entry named ``*.ipynb`` under ``folder`` (files, and also folders, links and others, which
-    :func:`read_submission` reports), in name order, leaving out checkpoints; links to folders are not followed."""
-    return sorted(set(_walk(folder)[0]), key=lambda path: path.relative_to(folder).as_posix())
-
-
 def _link_target(path: Path) -> str:
     try:
         return os.readlink(path)
