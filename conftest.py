@@ -4,6 +4,9 @@
   environment, so setting COURSE_STRICT just before a notebook's first cell decides how its checks behave.
 - Tests run in parallel (pytest-xdist, ``--dist loadscope``). Each worker, and every kernel it starts, gets an
   equal share of the CPU cores, since oversubscribed torch thread pools run many times slower.
+- Every test that starts a notebook kernel, a Jupyter server or a browser, or runs a notebook, is marked ``kernel``
+  (by path here, or by an explicit ``pytest.mark.kernel`` where a module mixes both kinds); the fast development
+  loop, ``pytest -m "not kernel"``, runs everything else. tests/test_fast_loop.py keeps the marking complete.
 - The suite prints its wall time against its target, as a benchmark line rather than an assertion, and the
   benchmark lines tests wrote into test-artifacts/benchmarks/ during this run (e.g. the whole-session figures).
 """
@@ -22,6 +25,16 @@ ROOT = Path(__file__).resolve().parent
 collect_ignore_glob = ["tests/fixtures/*", "build/*", "*.ipynb_checkpoints*"]
 SUITE_TARGET_S = 360  # on a 2-core machine, browser tests included
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# Test folders and modules whose every test starts a kernel, a Jupyter server or a browser, or runs a notebook.
+KERNEL_PATHS = (
+    "tests/browser/",  # JupyterLab in Chromium
+    "tests/site/",  # bash book/build executes the notebooks, then Chromium reads the pages
+    "tests/test_rerun.py",  # notebooks run again in one kernel
+    "tests/test_whole_session.py",  # a Jupyter server runs the whole course
+    "tests/course/test_kernel_shutdown.py",  # nbclient kernels and a Jupyter server
+    "tests/grade/test_grade_room.py",  # the grader runs a room of notebooks
+    "tests/authoring/test_bench.py",  # runs a notebook to measure it
+)
 _started = time.monotonic()
 _started_wall = time.time()
 
@@ -42,6 +55,25 @@ def benchmark_dir() -> Path:
 def threads_per_worker(cores: int, workers: int) -> int:
     """Each of ``workers`` parallel workers' share of ``cores``, at least one."""
     return max(1, cores // max(1, workers))
+
+
+def starts_a_kernel(path: Path) -> bool:
+    """Whether every test collected from ``path`` starts a kernel: a notebook (nbval), or one of KERNEL_PATHS."""
+    if path.suffix == ".ipynb":
+        return True
+    try:
+        relative = path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return False
+    return any(relative == kernel or (kernel.endswith("/") and relative.startswith(kernel)) for kernel in KERNEL_PATHS)
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items: list) -> None:
+    """Marks ``kernel`` every test collected from a notebook or from one of KERNEL_PATHS."""
+    for item in items:
+        if starts_a_kernel(Path(str(item.fspath))):
+            item.add_marker(pytest.mark.kernel)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -175,6 +175,7 @@ def test_the_grader_starts_again_isolated(monkeypatch: pytest.MonkeyPatch) -> No
     assert started == [[sys.executable, "-I", "-m", "helpers.grade", "room", "--jobs", "1"]]
 
 
+@pytest.mark.kernel  # the grader runs notebooks
 def test_a_killed_grader_leaves_a_partial_report_and_the_next_run_cleans_up(tmp_path: Path) -> None:
     """The grader killed after its first notebook: grades.csv holds that notebook's row; the next run removes the
     work folder the killed one left."""
