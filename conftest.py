@@ -29,8 +29,6 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 KERNEL_PATHS = (
     "tests/browser/",  # JupyterLab in Chromium
     "tests/site/",  # bash book/build executes the notebooks, then Chromium reads the pages
-    "tests/test_rerun.py",  # notebooks run again in one kernel
-    "tests/test_whole_session.py",  # a Jupyter server runs the whole course
     "tests/course/test_kernel_shutdown.py",  # nbclient kernels and a Jupyter server
     "tests/grade/test_grade_room.py",  # the grader runs a room of notebooks
     "tests/authoring/test_bench.py",  # runs a notebook to measure it

@@ -57,7 +57,7 @@ def sizing_markdown(figures: Dict[str, Any]) -> str:
     lightest = min(row["kernel_pss_mib"] for row in figures["notebooks"])
     where = "the Binder environment" if "binder-venv" in figures["python"] else f"Python at {figures['python']}"
     measured = (
-        f"Measured by `tests/test_whole_session.py`'s session ({figures['machine']}, torch {figures['torch']}, "
+        f"Measured by `tests/browser/test_solved_course.py`'s session ({figures['machine']}, torch {figures['torch']}, "
         f"{where}): every notebook run in order in one JupyterLab, tabs left open, the course's culling "
         f"scaled to the learner's pace. Server and kernels together peaked at **{figures['peak_mib']:.0f} MiB** "
         f"with up to {figures['most_kernels_alive']} kernels alive; the server alone takes "

@@ -2,7 +2,7 @@
 
 helpers/jupyter_config/jupyter_server_config.json is put on Jupyter's config path by ``python -m helpers.lab``
 (local), binder/start (Binder, and hub images built from binder/), and the JupyterHub recipes in docs/hosting.md.
-What the settings do to a real session is tested in test_whole_session.py and tests/browser/test_culled_notebook.py.
+What the settings do to a real session is tested in tests/browser/test_solved_course.py.
 """
 from __future__ import annotations
 

@@ -118,6 +118,28 @@ READ_CELLS_JS = """
 }
 """
 
+# Run every code cell twice in a row, top to bottom, as a learner who re-runs cells does (Run Selected Cell, twice).
+# Each run ends when its cell's execution has ended; an error does not stop the loop, the outputs show it.
+RUN_EACH_CELL_TWICE_JS = """
+async () => {
+  const app = window.jupyterapp;
+  const notebook = app.shell.currentWidget.content;
+  let runs = 0;
+  for (let index = 0; index < notebook.widgets.length; index++) {
+    if (notebook.widgets[index].model.type !== 'code') continue;
+    for (let time = 0; time < 2; time++) {
+      notebook.activeCellIndex = index;
+      notebook.deselectAll();
+      await app.commands.execute('notebook:run-cell');
+      runs++;
+    }
+  }
+  return runs;
+}
+"""
+
+KERNEL_ID_JS = "() => window.jupyterapp.shell.currentWidget.sessionContext.session?.kernel?.id ?? null"
+
 COLLAPSE_SIDEBARS_JS = """
 async () => {
   window.jupyterapp.shell.collapseLeft();
@@ -295,8 +317,8 @@ def save_screenshot(page: Page, path: Path) -> Dict[str, int]:
     return {"content": sizes["content"], "shown": sizes["visible"]}
 
 
-def drive_notebook(
-    browser: Browser,
+def run_in_page(
+    page: Page,
     url: str,
     path: str,
     widget_cells: Iterable[int],
@@ -307,10 +329,10 @@ def drive_notebook(
     widget_timeout_ms: int = WIDGET_TIMEOUT_MS,
     click_timeout_ms: int = CLICK_TIMEOUT_MS,
 ) -> NotebookRun:
-    """Open ``url``, Run All, read every cell, click each predict widget's first choice, screenshot.
+    """In ``page``: open ``url``, Run All, read every cell, click each predict widget's first choice, screenshot.
 
     Args:
-        browser: a launched Chromium.
+        page: a page of a browser context the caller owns (and closes, or leaves open as a learner's tab).
         url: the address that opens the notebook in JupyterLab (with the token).
         path: the notebook's path relative to the server root, to recognise it.
         widget_cells: cells whose widgets must have appeared before reading.
@@ -320,8 +342,6 @@ def drive_notebook(
         run_all_timeout_ms, widget_timeout_ms, click_timeout_ms: how long to wait for each step.
     """
     started = time.monotonic()
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
     try:
         windowing_mode = open_notebook(page, url, path)
         finished = run_all_and_wait(page, run_all_timeout_ms)
@@ -348,6 +368,13 @@ def drive_notebook(
     except Exception:
         save_failure_screenshot(page, screenshot)
         raise
+
+
+def drive_notebook(browser: Browser, url: str, path: str, **arguments: Any) -> NotebookRun:
+    """``run_in_page`` in a new browser context of its own, closed afterwards (the kernel keeps running)."""
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        return run_in_page(context.new_page(), url, path, **arguments)
     finally:
         context.close()
 

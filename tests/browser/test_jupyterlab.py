@@ -1,8 +1,9 @@
-"""Every course notebook, run in real JupyterLab in Debian's Chromium: what a learner sees after Run All.
+"""Every student copy, run in real JupyterLab in Debian's Chromium: what a learner sees after Run All.
 
-Per notebook (solutions/ with COURSE_STRICT=1, notebooks/ with 0): open it, Run All, wait for every cell,
-then check that no unexpected error shows, every expected-error card explains itself, every exercise card
-renders, the graph pictures render, and a predict widget answers a click. A full-height screenshot of each
+Per notebook (notebooks/, with COURSE_STRICT=0): open it, Run All, wait for every cell, then check that no
+unexpected error shows, every expected-error card explains itself, every exercise card renders, the graph pictures
+render, and a predict widget answers a click. The solved notebooks get the same checks in one learner's session
+(test_solved_course.py). A full-height screenshot of each
 notebook goes to test-artifacts/browser/ (or $COURSE_ARTIFACTS/browser/).
 """
 from __future__ import annotations
@@ -51,11 +52,7 @@ class NotebookCase:
         return Status.PASSED if self.folder == "solutions" else Status.NOT_ATTEMPTED
 
 
-NOTEBOOK_CASES = [
-    NotebookCase(folder, path.name)
-    for folder in ("solutions", "notebooks")
-    for path in sorted((REPO_ROOT / folder).glob("*.ipynb"))
-]
+NOTEBOOK_CASES = [NotebookCase("notebooks", path.name) for path in sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))]
 
 
 @dataclass
@@ -100,11 +97,56 @@ def require(present: object, what: str, result: BrowserResult) -> None:
                     f"{result.expected.cell_count}", pytrace=False)
 
 
+def check_run_all(result: BrowserResult) -> None:
+    """Run All ended, every cell ran, and no cell shows an unexpected error."""
+    problems = checks.structure_problems(result.run, result.expected)
+    if len(result.run.cells) == result.expected.cell_count:
+        problems += checks.unfinished_cells(result.run, result.expected)
+    problems += checks.unexpected_errors(result.run)
+    assert_no_problems(problems, result)
+
+
+def check_error_explanations(result: BrowserResult) -> None:
+    require(result.expected.error_cards, "expect_error cell", result)
+    assert_no_problems(checks.missing_error_explanations(result.run, result.expected), result)
+
+
+def check_exercise_cards(result: BrowserResult) -> None:
+    require(result.expected.exercise_checks, "exercises.check cell", result)
+    problems = checks.missing_exercise_cards(result.run, result.expected, result.case.exercise_status)
+    assert_no_problems(problems, result)
+
+
+def check_graph_pictures(result: BrowserResult) -> None:
+    require(result.expected.graph_cells, "draw_graph/draw_saved_graph cell", result)
+    assert_no_problems(checks.missing_graph_pictures(result.run, result.expected), result)
+
+
+def check_widgets(result: BrowserResult) -> None:
+    require(result.expected.predict_questions or result.expected.hint_cells, "widget cell", result)
+    assert_no_problems(checks.missing_widgets(result.run, result.expected), result)
+
+
+def check_clicks(result: BrowserResult) -> None:
+    require(result.expected.predict_questions, "predict cell", result)
+    assert_no_problems(checks.unanswered_clicks(result.run, result.expected), result)
+
+
+def check_screenshot(result: BrowserResult) -> None:
+    path = result.run.screenshot
+    assert path is not None and path.is_file(), f"no screenshot for {result.case}"
+    width, height = png_size(path)
+    assert width >= 1000 and height >= result.run.shown_height, (width, height, result.run.shown_height)
+    assert result.run.shown_height >= result.run.content_height, (
+        f"the screenshot shows {result.run.shown_height} of the notebook's {result.run.content_height} pixels")
+
+
 class NotebookInTheBrowser:
-    """What a learner sees after Run All in one notebook, ``case``.
+    """What a learner sees after Run All in one student copy, ``case``.
 
     Each notebook gets a subclass (made below), so that pytest-xdist's ``--dist loadscope``, which keeps a class on
-    one worker, spreads the notebooks over the workers while each notebook runs once.
+    one worker, spreads the notebooks over the workers while each notebook runs once. (The solved notebooks run in
+    one session instead: tests/browser/test_solved_course.py.)
     """
 
     case: NotebookCase
@@ -118,40 +160,25 @@ class NotebookInTheBrowser:
         return drive(lab_servers, chromium, case.folder, case.name, artifacts_dir / case.screenshot_name)
 
     def test_run_all_runs_every_cell_without_unexpected_errors(self, notebook: BrowserResult) -> None:
-        problems = checks.structure_problems(notebook.run, notebook.expected)
-        if len(notebook.run.cells) == notebook.expected.cell_count:
-            problems += checks.unfinished_cells(notebook.run, notebook.expected)
-        problems += checks.unexpected_errors(notebook.run)
-        assert_no_problems(problems, notebook)
+        check_run_all(notebook)
 
     def test_every_expected_error_cell_shows_its_explanation(self, notebook: BrowserResult) -> None:
-        require(notebook.expected.error_cards, "expect_error cell", notebook)
-        assert_no_problems(checks.missing_error_explanations(notebook.run, notebook.expected), notebook)
+        check_error_explanations(notebook)
 
     def test_every_exercise_check_shows_its_card_passed_or_not_attempted(self, notebook: BrowserResult) -> None:
-        require(notebook.expected.exercise_checks, "exercises.check cell", notebook)
-        problems = checks.missing_exercise_cards(notebook.run, notebook.expected, notebook.case.exercise_status)
-        assert_no_problems(problems, notebook)
+        check_exercise_cards(notebook)
 
     def test_every_graph_picture_renders_as_a_drawn_svg(self, notebook: BrowserResult) -> None:
-        require(notebook.expected.graph_cells, "draw_graph/draw_saved_graph cell", notebook)
-        assert_no_problems(checks.missing_graph_pictures(notebook.run, notebook.expected), notebook)
+        check_graph_pictures(notebook)
 
     def test_every_predict_and_hint_widget_renders_its_buttons(self, notebook: BrowserResult) -> None:
-        require(notebook.expected.predict_questions or notebook.expected.hint_cells, "widget cell", notebook)
-        assert_no_problems(checks.missing_widgets(notebook.run, notebook.expected), notebook)
+        check_widgets(notebook)
 
     def test_clicking_a_predict_choice_reveals_the_answer(self, notebook: BrowserResult) -> None:
-        require(notebook.expected.predict_questions, "predict cell", notebook)
-        assert_no_problems(checks.unanswered_clicks(notebook.run, notebook.expected), notebook)
+        check_clicks(notebook)
 
     def test_screenshot_shows_the_whole_notebook(self, notebook: BrowserResult) -> None:
-        path = notebook.run.screenshot
-        assert path is not None and path.is_file(), f"no screenshot for {notebook.case}"
-        width, height = png_size(path)
-        assert width >= 1000 and height >= notebook.run.shown_height, (width, height, notebook.run.shown_height)
-        assert notebook.run.shown_height >= notebook.run.content_height, (
-            f"the screenshot shows {notebook.run.shown_height} of the notebook's {notebook.run.content_height} pixels")
+        check_screenshot(notebook)
 
 
 for _case in NOTEBOOK_CASES:
@@ -167,8 +194,7 @@ def png_size(path: Path) -> Tuple[int, int]:
 
 def test_the_course_uses_every_feature_these_tests_check() -> None:
     """Guards the source parser: if it stopped finding cells, the tests above would skip instead of failing."""
-    found = [read_expectations(REPO_ROOT / "solutions" / case.name) for case in NOTEBOOK_CASES
-             if case.folder == "solutions"]
+    found = [read_expectations(path) for path in sorted((REPO_ROOT / "solutions").glob("*.ipynb"))]
     assert found, "no solution notebooks"
     assert sum(len(e.error_cards) for e in found) > 0, "no expect_error cell found"
     assert sum(len(e.exercise_checks) for e in found) > 0, "no exercises.check cell found"

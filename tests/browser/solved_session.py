@@ -1,0 +1,263 @@
+"""The solved course as one learner's session in real JupyterLab, driven in Chromium: one run, many guarantees.
+
+One server with the course's launch configuration (``helpers/jupyter_config``; in the Binder venv when it is built,
+always on CI), its culling timeout scaled down as in ``authoring.whole_session``. Per solved notebook, in course
+order, in a tab of its own that stays open:
+
+1. Run All in a fresh kernel, strict (COURSE_STRICT=1); what the page shows is read and a screenshot taken
+   (the per-notebook checks of tests/browser/checks.py read it);
+2. the memory of the server and every kernel right after, and which kernels are alive;
+3. every code cell run twice more, each twice in a row, top to bottom, in the same kernel (a learner re-running
+   cells, and a second pass over the whole notebook);
+4. after the first notebook, a cell that runs longer than the culling timeout, in its kernel, while the learner
+   reads on: it must not be culled while busy.
+
+Memory is sampled all along. At the end the first notebook's tab, left open, meets its culled kernel as a learner
+back from a break does: the steps its summary line names must bring it back (``comeback_problems``).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
+
+from authoring.lab_server import LabServer, start_lab_server, stop_lab_server
+from authoring.process_memory import MIB, MemorySampler, total_pss, tree_memory
+from authoring.whole_session import (
+    LEARNER_PACE_S,
+    TEST_CULL_IDLE_TIMEOUT_S,
+    TEST_CULL_INTERVAL_S,
+    NotebookFigures,
+    SessionReport,
+    culled_kernels,
+)
+from helpers.course.exercises.api import STRICT_VARIABLE
+from helpers.course.exercises.progress import SHUT_DOWN_LINE
+from helpers.course.kernel_shutdown import LABEL
+from helpers.lab import CONFIG_PATH_VARIABLE, launch_environment
+from tests.browser import checks
+from tests.browser.lab_page import (
+    APP_TIMEOUT_MS,
+    KERNEL_ID_JS,
+    KERNEL_IDLE_JS,
+    RUN_ALL_DONE_JS,
+    RUN_ALL_TIMEOUT_MS,
+    RUN_EACH_CELL_TWICE_JS,
+    TAG_CELLS_JS,
+    VIEWPORT,
+    LiveCell,
+    NotebookRun,
+    open_notebook,
+    read_cells,
+    run_all_and_wait,
+    run_in_page,
+)
+from tests.browser.notebook_expectations import NotebookExpectations, read_expectations
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, BrowserContext, Page
+
+BUSY_CELL_S = TEST_CULL_IDLE_TIMEOUT_S + 4 * TEST_CULL_INTERVAL_S
+START_BUSY_CELL_JS = """
+(code) => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  window.__courseBusy = {settled: false, status: null};
+  kernel.requestExecute({code, stop_on_error: true}).done.then(
+    (reply) => { window.__courseBusy = {settled: true, status: reply.content.status}; },
+    (error) => { window.__courseBusy = {settled: true, status: 'error: ' + error}; },
+  );
+}
+"""
+BUSY_SETTLED_JS = "() => window.__courseBusy.settled"
+# The tab knows that its session and kernel are gone (JupyterLab's session poll tells it within ~10 s).
+SESSION_GONE_JS = "() => !window.jupyterapp.shell.currentWidget.sessionContext.session"
+CLEAR_OUTPUTS_JS = "() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')"
+RESTART_AND_RUN_ALL_JS = """
+() => {
+  window.__courseRunAll = {settled: false, result: null};
+  window.jupyterapp.commands.execute('notebook:restart-run-all').then(
+    (value) => { window.__courseRunAll = {settled: true, result: String(value)}; },
+    (error) => { window.__courseRunAll = {settled: true, result: 'error: ' + error}; },
+  );
+}
+"""
+
+
+@dataclass
+class SolvedNotebook:
+    """One solved notebook of the session: its expectations, the first Run All, and the re-run after it."""
+
+    name: str
+    expected: NotebookExpectations
+    run: NotebookRun
+    rerun_cells: List[LiveCell] = field(default_factory=list)
+    rerun_count: int = 0           # cell executions the re-run asked for
+    rerun_finished: bool = False   # the kernel was idle again after them
+
+
+@dataclass
+class SolvedSession:
+    """Everything the solved-course tests assert on."""
+
+    notebooks: Dict[str, SolvedNotebook]
+    report: SessionReport
+    server_python: str
+    comeback_problems: List[str] = field(default_factory=list)
+
+
+def _torch_version(python: str) -> str:
+    """torch's version in ``python``'s environment, without importing torch."""
+    found = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('torch'))"],
+                           capture_output=True, text=True, timeout=60)
+    return found.stdout.strip() or "?"
+
+
+def _kernel_ids(server: LabServer) -> List[str]:
+    return [kernel["id"] for kernel in server.api("GET", "/api/kernels")]
+
+
+def _figures(server: LabServer, name: str, kernel_id: Optional[str], seconds: float) -> NotebookFigures:
+    tree = tree_memory(server.process.pid)
+    kernel = [process for process in tree.values() if kernel_id and kernel_id in process.command]
+    alive = sum(1 for process in tree.values() if "ipykernel_launcher" in process.command)
+    return NotebookFigures(name, seconds, sum(p.pss for p in kernel) / MIB, total_pss(tree) / MIB, alive)
+
+
+def _kernel_python(server: LabServer, kernel_id: Optional[str]) -> str:
+    """The Python a kernel runs: the first word of its command line."""
+    for process in tree_memory(server.process.pid).values():
+        if kernel_id and kernel_id in process.command and "ipykernel_launcher" in process.command:
+            return process.command.split()[0]
+    return ""
+
+
+def _rerun(page: Page, solved: SolvedNotebook) -> None:
+    """Step 3: every code cell twice in a row, in the kernel Run All used; then what the page shows."""
+    solved.rerun_count = page.evaluate(RUN_EACH_CELL_TWICE_JS)
+    try:
+        page.wait_for_function(KERNEL_IDLE_JS, timeout=RUN_ALL_TIMEOUT_MS, polling=250)
+        solved.rerun_finished = True
+    except Exception:  # noqa: BLE001 - reported by the test as "did not finish"
+        solved.rerun_finished = False
+    page.evaluate(TAG_CELLS_JS)
+    solved.rerun_cells = [LiveCell.from_js(cell) for cell in read_cells(page)["cells"]]
+
+
+def _executed(page: Page) -> List[Optional[int]]:
+    return [cell["execution_count"] for cell in read_cells(page)["cells"] if cell["cell_type"] == "code"]
+
+
+def _wait(condition, timeout_s: float, interval_s: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval_s)
+    return False
+
+
+def comeback(page: Page, server: LabServer, url: str, name: str, kernel_id: str) -> List[str]:
+    """The first notebook's open tab after its kernel was culled: what its summary line says must work."""
+    shown = " ".join(output["text"] or "" for cell in read_cells(page)["cells"] for output in cell["rendered"])
+    problems = []
+    if SHUT_DOWN_LINE.split(";")[0] not in shown:
+        problems.append("the summary cell does not say how to shut the kernel down")
+    if not _wait(lambda: kernel_id not in _kernel_ids(server), 60):
+        return problems + [f"the idle kernel of the open tab {name} was not culled"]
+    page.wait_for_function(SESSION_GONE_JS, timeout=APP_TIMEOUT_MS)  # as a learner back from a break sees it
+    page.evaluate(CLEAR_OUTPUTS_JS)
+    if set(_executed(page)) != {None}:
+        problems.append("clearing the outputs left execution counts")
+    page.evaluate(RESTART_AND_RUN_ALL_JS)  # Kernel > Restart Kernel and Run All Cells, as the summary line says
+    page.wait_for_function(RUN_ALL_DONE_JS, timeout=RUN_ALL_TIMEOUT_MS, polling=250)
+    counts = _executed(page)
+    if None in counts or counts != sorted(counts) or counts[0] != 1:
+        problems.append(f"Restart Kernel and Run All Cells did not run every cell from the top: {counts}")
+    restarted = page.evaluate(KERNEL_ID_JS)
+    if restarted is None or restarted not in _kernel_ids(server):
+        return problems + ["no kernel runs for the tab after the restart"]
+    button = page.get_by_role("button", name=LABEL)  # the summary's button shuts this kernel down
+    button.wait_for(state="visible", timeout=APP_TIMEOUT_MS)
+    button.click()
+    if not _wait(lambda: restarted not in _kernel_ids(server), 30):
+        return problems + ["the summary's button did not shut the kernel down"]
+    page.wait_for_function(SESSION_GONE_JS, timeout=APP_TIMEOUT_MS)
+    open_notebook(page, url, name)  # reopened later: it runs again
+    if not run_all_and_wait(page):
+        return problems + ["Run All after reopening did not finish"]
+    counts = _executed(page)
+    if None in counts or counts[0] != 1:
+        problems.append(f"execution counts after reopening: {counts}")
+    return problems
+
+
+def run_solved_session(chromium: Browser, notebooks: Sequence[Path], work: Path, screenshots: Path,
+                       python: Optional[str]) -> SolvedSession:
+    """The session described above, on copies of ``notebooks`` under ``work``; screenshots into ``screenshots``."""
+    course = work / "solutions"
+    course.mkdir(parents=True)
+    for path in notebooks:
+        shutil.copy(path, course / path.name)
+    environment = {STRICT_VARIABLE: "1", CONFIG_PATH_VARIABLE: launch_environment()[CONFIG_PATH_VARIABLE]}
+    server = start_lab_server(course, work / "state", environment, python=python, extra_args=[
+        f"--MappingKernelManager.cull_idle_timeout={TEST_CULL_IDLE_TIMEOUT_S:g}",
+        f"--MappingKernelManager.cull_interval={TEST_CULL_INTERVAL_S}",
+    ])
+    contexts: List[BrowserContext] = []
+    machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores"
+    report = SessionReport(python or sys.executable, _torch_version(python or sys.executable), machine,
+                           TEST_CULL_IDLE_TIMEOUT_S)
+    solved: Dict[str, SolvedNotebook] = {}
+    first: Optional[tuple] = None
+    try:
+        time.sleep(1.0)
+        report.server_alone_mib = total_pss(tree_memory(server.process.pid)) / MIB
+        with MemorySampler(server.process.pid) as sampler:
+            for number, path in enumerate(notebooks):
+                started = time.monotonic()
+                context = chromium.new_context(viewport=VIEWPORT)
+                contexts.append(context)
+                page = context.new_page()
+                expected = read_expectations(course / path.name)
+                url = server.notebook_url(path.name)
+                run = run_in_page(
+                    page, url, path.name,
+                    widget_cells=[q.cell_index for q in expected.predict_questions] + sorted(expected.hint_cells),
+                    predict_cells=[q.cell_index for q in expected.predict_questions],
+                    answer_marker=checks.PREDICT_ANSWER_MARKER, screenshot=screenshots / f"solutions_{path.stem}.png")
+                kernel_id = page.evaluate(KERNEL_ID_JS)
+                figures = _figures(server, path.name, kernel_id, time.monotonic() - started)
+                if number == 0:
+                    report.kernel_python = _kernel_python(server, kernel_id)
+                report.most_kernels_alive = max(report.most_kernels_alive, figures.kernels_alive)
+                solved[path.name] = SolvedNotebook(path.name, expected, run)
+                if run.finished:
+                    _rerun(page, solved[path.name])
+                figures.seconds = time.monotonic() - started
+                report.notebooks.append(figures)
+                if number == 0:
+                    first = (page, url, path.name, kernel_id)
+                    page.evaluate(START_BUSY_CELL_JS, f"import time\ntime.sleep({BUSY_CELL_S:g})")
+                time.sleep(max(0.0, LEARNER_PACE_S - (time.monotonic() - started)))  # the learner reads on
+            if first is not None:
+                page = first[0]
+                report.busy_kernel_survived = (page.evaluate(BUSY_SETTLED_JS) or _wait(
+                    lambda: page.evaluate(BUSY_SETTLED_JS), BUSY_CELL_S + 30)) and \
+                    page.evaluate("() => window.__courseBusy.status") == "ok"
+            sampler.sample()
+        report.peak_mib = sampler.peak / MIB
+        report.culled = culled_kernels(server)
+        session = SolvedSession(solved, report, python or sys.executable)
+        if first is not None:
+            session.comeback_problems = comeback(first[0], server, first[1], first[2], first[3])
+        return session
+    finally:
+        for context in contexts:
+            context.close()
+        stop_lab_server(server)
