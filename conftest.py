@@ -6,7 +6,7 @@
   equal share of the CPU cores, since oversubscribed torch thread pools run many times slower.
 - Every test that starts a notebook kernel, a Jupyter server or a browser, or runs a notebook, is marked ``kernel``
   (by path here, or by an explicit ``pytest.mark.kernel`` where a module mixes both kinds); the fast development
-  loop, ``pytest -m "not kernel"``, runs everything else. tests/test_fast_loop.py keeps the marking complete.
+  loop, ``pytest -m "not kernel"``, runs everything else.
 - The suite prints its wall time against its target, as a benchmark line rather than an assertion, and the
   benchmark lines tests wrote into test-artifacts/benchmarks/ during this run (e.g. the whole-session figures).
 """

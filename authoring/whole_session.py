@@ -165,6 +165,16 @@ async def _session(server: LabServer, notebooks: Sequence[Path], report: Session
             tab.close()
 
 
+def start_session_server(course: Path, state: Path, python: Optional[str],
+                         cull_idle_timeout_s: float = TEST_CULL_IDLE_TIMEOUT_S) -> LabServer:
+    """JupyterLab on ``course``: the course's launch configuration, strict, culling after ``cull_idle_timeout_s``."""
+    environment = {STRICT_VARIABLE: "1", CONFIG_PATH_VARIABLE: launch_environment()[CONFIG_PATH_VARIABLE]}
+    return start_lab_server(course, state, environment, python=python, extra_args=[
+        f"--MappingKernelManager.cull_idle_timeout={cull_idle_timeout_s:g}",
+        f"--MappingKernelManager.cull_interval={TEST_CULL_INTERVAL_S}",
+    ])
+
+
 def run_session(notebooks: Sequence[Path], python: Optional[str] = None,
                 cull_idle_timeout_s: float = TEST_CULL_IDLE_TIMEOUT_S, busy_check: bool = True,
                 work_dir: Optional[Path] = None) -> SessionReport:
@@ -184,13 +194,9 @@ def run_session(notebooks: Sequence[Path], python: Optional[str] = None,
     course.mkdir(parents=True, exist_ok=True)
     for path in notebooks:
         shutil.copy(path, course / path.name)
-    environment = {STRICT_VARIABLE: "1", CONFIG_PATH_VARIABLE: launch_environment()[CONFIG_PATH_VARIABLE]}
-    server = start_lab_server(course, work / "state", environment, python=python, extra_args=[
-        f"--MappingKernelManager.cull_idle_timeout={cull_idle_timeout_s:g}",
-        f"--MappingKernelManager.cull_interval={TEST_CULL_INTERVAL_S}",
-    ])
+    server = start_session_server(course, work / "state", python, cull_idle_timeout_s)
     try:
-        report = SessionReport(python or sys.executable, "", _machine(), cull_idle_timeout_s)
+        report = SessionReport(python or sys.executable, "", machine(), cull_idle_timeout_s)
         time.sleep(1.0)
         report.server_alone_mib = total_pss(tree_memory(server.process.pid)) / MIB
         with MemorySampler(server.process.pid) as sampler:
@@ -205,7 +211,8 @@ def run_session(notebooks: Sequence[Path], python: Optional[str] = None,
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _machine() -> str:
+def machine() -> str:
+    """This machine, as the benchmark lines name it."""
     return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores"
 
 

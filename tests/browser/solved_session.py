@@ -17,8 +17,6 @@ back from a break does: the steps its summary line names must bring it back (``c
 """
 from __future__ import annotations
 
-import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -27,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
-from authoring.lab_server import LabServer, start_lab_server, stop_lab_server
+from authoring.lab_server import LabServer, stop_lab_server
 from authoring.process_memory import MIB, MemorySampler, total_pss, tree_memory
 from authoring.whole_session import (
     LEARNER_PACE_S,
@@ -36,11 +34,11 @@ from authoring.whole_session import (
     NotebookFigures,
     SessionReport,
     culled_kernels,
+    machine,
+    start_session_server,
 )
-from helpers.course.exercises.api import STRICT_VARIABLE
 from helpers.course.exercises.progress import SHUT_DOWN_LINE
 from helpers.course.kernel_shutdown import LABEL
-from helpers.lab import CONFIG_PATH_VARIABLE, launch_environment
 from tests.browser import checks
 from tests.browser.lab_page import (
     APP_TIMEOUT_MS,
@@ -204,14 +202,9 @@ def run_solved_session(chromium: Browser, notebooks: Sequence[Path], work: Path,
     course.mkdir(parents=True)
     for path in notebooks:
         shutil.copy(path, course / path.name)
-    environment = {STRICT_VARIABLE: "1", CONFIG_PATH_VARIABLE: launch_environment()[CONFIG_PATH_VARIABLE]}
-    server = start_lab_server(course, work / "state", environment, python=python, extra_args=[
-        f"--MappingKernelManager.cull_idle_timeout={TEST_CULL_IDLE_TIMEOUT_S:g}",
-        f"--MappingKernelManager.cull_interval={TEST_CULL_INTERVAL_S}",
-    ])
+    server = start_session_server(course, work / "state", python)
     contexts: List[BrowserContext] = []
-    machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores"
-    report = SessionReport(python or sys.executable, _torch_version(python or sys.executable), machine,
+    report = SessionReport(python or sys.executable, _torch_version(python or sys.executable), machine(),
                            TEST_CULL_IDLE_TIMEOUT_S)
     solved: Dict[str, SolvedNotebook] = {}
     first: Optional[tuple] = None
@@ -247,9 +240,8 @@ def run_solved_session(chromium: Browser, notebooks: Sequence[Path], work: Path,
                 time.sleep(max(0.0, LEARNER_PACE_S - (time.monotonic() - started)))  # the learner reads on
             if first is not None:
                 page = first[0]
-                report.busy_kernel_survived = (page.evaluate(BUSY_SETTLED_JS) or _wait(
-                    lambda: page.evaluate(BUSY_SETTLED_JS), BUSY_CELL_S + 30)) and \
-                    page.evaluate("() => window.__courseBusy.status") == "ok"
+                settled = _wait(lambda: page.evaluate(BUSY_SETTLED_JS), BUSY_CELL_S + 30)
+                report.busy_kernel_survived = settled and page.evaluate("() => window.__courseBusy.status") == "ok"
             sampler.sample()
         report.peak_mib = sampler.peak / MIB
         report.culled = culled_kernels(server)
