@@ -4,6 +4,9 @@
   environment, so setting COURSE_STRICT just before a notebook's first cell decides how its checks behave.
 - Tests run in parallel (pytest-xdist, ``--dist loadscope``). Each worker, and every kernel it starts, gets an
   equal share of the CPU cores, since oversubscribed torch thread pools run many times slower.
+- ``run_distributed``'s ranks start from a fork server that imported torch once (``use_fork_server``), not as
+  fresh interpreters: the multi-process tests then take a fraction of the time. tests/tools/test_spawn.py tests
+  both ways, spawn (what a learner's notebook uses) included.
 - Every test that starts a notebook kernel, a Jupyter server or a browser, or runs a notebook, is marked ``kernel``
   (by path here, or by an explicit ``pytest.mark.kernel`` where a module mixes both kinds); the fast development
   loop, ``pytest -m "not kernel"``, runs everything else.
@@ -24,6 +27,8 @@ from helpers.course.exercises.api import STRICT_VARIABLE
 ROOT = Path(__file__).resolve().parent
 collect_ignore_glob = ["tests/fixtures/*", "build/*", "*.ipynb_checkpoints*"]
 SUITE_TARGET_S = 360  # on a 2-core machine, browser tests included
+FAST_LOOP = "not kernel"  # pytest -m "not kernel": every test that starts no kernel, server or browser
+FAST_LOOP_TARGET_S = 60  # on a 2-core machine
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # Test folders and modules whose every test starts a kernel, a Jupyter server or a browser, or runs a notebook.
 KERNEL_PATHS = (
@@ -32,6 +37,7 @@ KERNEL_PATHS = (
     "tests/course/test_kernel_shutdown.py",  # nbclient kernels and a Jupyter server
     "tests/grade/test_grade_room.py",  # the grader runs a room of notebooks
     "tests/authoring/test_bench.py",  # runs a notebook to measure it
+    "tests/authoring/test_whole_session.py",  # a JupyterLab session
 )
 _started = time.monotonic()
 _started_wall = time.time()
@@ -75,6 +81,9 @@ def pytest_collection_modifyitems(items: list) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from helpers.tools.spawn import FORK_SERVER_PRELOAD, use_fork_server
+
+    use_fork_server((*FORK_SERVER_PRELOAD, "helpers.tools"))  # ranks start in milliseconds, not seconds
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers is None:
         return
@@ -104,7 +113,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         if path.stat().st_mtime >= _started_wall:
             for line in path.read_text(encoding="utf-8").splitlines():
                 terminalreporter.write_line(line)
+    if (config.option.markexpr or "").strip() == FAST_LOOP:
+        target = f"the fast loop's target: at most {FAST_LOOP_TARGET_S} s on 2 cores"
+    else:
+        target = f"the whole suite's target: at most {SUITE_TARGET_S} s on 2 cores, browser tests included"
     terminalreporter.write_line(
         f"benchmark: this run took {seconds:.0f} s on {os.cpu_count()} cores with {workers or 'no'} xdist workers "
-        f"(the whole suite's target: at most {SUITE_TARGET_S} s on 2 cores, browser tests included)"
+        f"({target})"
     )

@@ -177,7 +177,7 @@ def start_session_server(course: Path, state: Path, python: Optional[str],
 
 def run_session(notebooks: Sequence[Path], python: Optional[str] = None,
                 cull_idle_timeout_s: float = TEST_CULL_IDLE_TIMEOUT_S, busy_check: bool = True,
-                work_dir: Optional[Path] = None) -> SessionReport:
+                work_dir: Optional[Path] = None, learner_pace_s: float = LEARNER_PACE_S) -> SessionReport:
     """Run ``notebooks`` in order in one JupyterLab started with the course's launch configuration; measure it.
 
     Args:
@@ -186,6 +186,7 @@ def run_session(notebooks: Sequence[Path], python: Optional[str] = None,
         cull_idle_timeout_s: the culling timeout for this run (the course's other culling settings apply as they are).
         busy_check: finish with a cell that runs longer than the timeout, in the last notebook's kernel.
         work_dir: where to put the copy and the server's state (default: a temporary folder, removed after).
+        learner_pace_s: the least time between opening one notebook and the next.
     """
     python = str(Path(python).absolute()) if python else None  # absolute, not resolved: a venv's python is a link
     owned = work_dir is None
@@ -196,7 +197,7 @@ def run_session(notebooks: Sequence[Path], python: Optional[str] = None,
         shutil.copy(path, course / path.name)
     server = start_session_server(course, work / "state", python, cull_idle_timeout_s)
     try:
-        report = SessionReport(python or sys.executable, "", machine(), cull_idle_timeout_s)
+        report = SessionReport(python or sys.executable, "", machine(), cull_idle_timeout_s, learner_pace_s)
         time.sleep(1.0)
         report.server_alone_mib = total_pss(tree_memory(server.process.pid)) / MIB
         with MemorySampler(server.process.pid) as sampler:

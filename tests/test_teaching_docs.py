@@ -567,6 +567,7 @@ def print_to_pdf(browser: str, html: Path, out_dir: Path) -> bytes:
     return pdf.read_bytes()
 
 
+@pytest.mark.kernel  # prints with headless Chromium
 def test_cheatsheet_html_prints_on_one_sheet_both_sides(tmp_path: Path) -> None:
     """Printed by Chromium, cheatsheet.html is two pages: the tables on the front, the pictures on the back."""
     browser = chromium()

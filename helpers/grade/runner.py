@@ -92,6 +92,9 @@ def _run_cells(client: Any, code_cells: int, stopped: Dict[str, Any], progress: 
 
 def run_notebook(job: Dict[str, Any], channel: BinaryIO) -> Dict[str, Any]:
     """Run the notebook of ``job``: where it stopped and why, and what the grader needs to know of it."""
+    # jsonschema, which nbformat imports, compiles an IRI grammar on import when rfc3987_syntax is installed (about
+    # a second, per runner); notebooks' schema checks no IRI, and jsonschema goes without it where it is missing.
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError

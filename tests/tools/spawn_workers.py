@@ -21,6 +21,14 @@ def fail_on_rank_one(rank: int, world_size: int) -> int:
     return rank
 
 
+def surroundings(rank: int, world_size: int, variable: str) -> tuple:
+    """What this rank sees of its parent: an environment variable, the working folder, and how it was started."""
+    import multiprocessing
+    import os
+
+    return os.environ.get(variable), os.getcwd(), multiprocessing.get_start_method()
+
+
 def sleep_for(rank: int, world_size: int, seconds: float) -> int:
     time.sleep(seconds)
     return rank

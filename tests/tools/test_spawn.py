@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from helpers.tools.spawn import WorkerFailed, pick_backend, run_distributed
+from helpers.tools.spawn import WorkerFailed, pick_backend, run_distributed, start_method, use_fork_server, use_spawn
 from tests.tools import spawn_workers
 
 
@@ -21,6 +21,27 @@ def _no_children_left() -> bool:
 def test_two_ranks_form_one_group_and_return_in_rank_order():
     results = run_distributed(spawn_workers.all_reduce_rank, world_size=2, backend="gloo")
     assert [value.item() for value in results] == [3.0, 3.0]
+    assert _no_children_left()
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_ranks_take_the_callers_environment_and_folder_however_they_start(method, monkeypatch, tmp_path):
+    """Spawned (as in a learner's notebook) or forked from the fork server (as in this suite, see conftest.py): each
+    rank sees the caller's environment and working folder as they are at the call, not as they were earlier."""
+    before = start_method()
+    if method == "spawn":
+        use_spawn()
+    elif not use_fork_server():
+        pytest.skip("no fork server on this platform")
+    try:
+        run_distributed(spawn_workers.all_reduce_rank, world_size=2, backend="gloo")  # the server starts (if one)
+        monkeypatch.setenv("COURSE_SPAWN_PROBE", "set after the server started")
+        monkeypatch.chdir(tmp_path)
+        results = run_distributed(spawn_workers.surroundings, world_size=2, args=("COURSE_SPAWN_PROBE",),
+                                  backend="gloo")
+    finally:
+        use_fork_server() if before == "forkserver" else use_spawn()
+    assert results == [("set after the server started", str(tmp_path), method)] * 2
     assert _no_children_left()
 
 
@@ -44,6 +65,8 @@ def test_a_hanging_run_times_out_and_every_process_ends():
 
 
 def test_an_interrupt_ends_every_process_and_is_raised_again():
+    # Ctrl-C's handler, even where this process started with SIGINT ignored (a shell's background job).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(6.0, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     try:
@@ -51,4 +74,5 @@ def test_an_interrupt_ends_every_process_and_is_raised_again():
             run_distributed(spawn_workers.sleep_for, world_size=2, args=(60.0,), backend="gloo", timeout_s=60)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert _no_children_left()
