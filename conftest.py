@@ -1,17 +1,19 @@
 """pytest set-up for the whole course.
 
-- Solution notebooks run strict, student copies do not: nbval starts each notebook's kernel with this process's
+- Under nbval (``pytest solutions notebooks``; the default run leaves the notebooks to tests/browser), solution
+  notebooks run strict, student copies do not: nbval starts each notebook's kernel with this process's
   environment, so setting COURSE_STRICT just before a notebook's first cell decides how its checks behave.
 - Tests run in parallel (pytest-xdist, ``--dist loadscope``). Each worker, and every kernel it starts, gets an
   equal share of the CPU cores, since oversubscribed torch thread pools run many times slower.
 - ``run_distributed``'s ranks start from a fork server that imported torch once (``use_fork_server``), not as
-  fresh interpreters: the multi-process tests then take a fraction of the time. tests/tools/test_spawn.py tests
-  both ways, spawn (what a learner's notebook uses) included.
+  fresh interpreters that import torch again. tests/tools/test_spawn.py tests both ways, spawn (what a learner's
+  notebook uses) included.
 - Every test that starts a notebook kernel, a Jupyter server or a browser, or runs a notebook, is marked ``kernel``
   (by path here, or by an explicit ``pytest.mark.kernel`` where a module mixes both kinds); the fast development
   loop, ``pytest -m "not kernel"``, runs everything else.
-- The suite prints its wall time against its target, as a benchmark line rather than an assertion, and the
-  benchmark lines tests wrote into test-artifacts/benchmarks/ during this run (e.g. the whole-session figures).
+- The suite prints, as benchmark lines rather than assertions: each group's summed test time (BENCHMARK_GROUPS),
+  the lines tests wrote into test-artifacts/benchmarks/ during this run (e.g. the whole-session figures), and its
+  wall time against its target (the fast loop's own, for ``-m "not kernel"``).
 """
 from __future__ import annotations
 
@@ -39,8 +41,18 @@ KERNEL_PATHS = (
     "tests/authoring/test_bench.py",  # runs a notebook to measure it
     "tests/authoring/test_whole_session.py",  # a JupyterLab session
 )
+# The groups the end-of-run benchmark lines sum test time over (the first prefix that matches a test's path).
+BENCHMARK_GROUPS = (
+    ("browser, solved course as one session", ("tests/browser/test_solved_course.py",)),
+    ("browser, student copies", ("tests/browser/",)),
+    ("website", ("tests/site/",)),
+    ("grading room", ("tests/grade/test_grade_room.py",)),
+    ("notebooks under nbval", ("solutions/", "notebooks/")),
+    ("everything else: unit tests, the grader's parts, launch files, documents", ("",)),
+)
 _started = time.monotonic()
 _started_wall = time.time()
+_group_seconds: dict = {}
 
 
 def artifacts_root() -> Path:
@@ -104,9 +116,26 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         os.environ.pop(STRICT_VARIABLE, None)
 
 
+def benchmark_group(nodeid: str) -> str:
+    """The name of the benchmark group a test belongs to."""
+    return next(name for name, prefixes in BENCHMARK_GROUPS if nodeid.startswith(prefixes))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Sums each group's test time (set-up, call and tear-down; on xdist's controller, as the workers report it)."""
+    seconds, count = _group_seconds.get(benchmark_group(report.nodeid), (0.0, 0))
+    _group_seconds[benchmark_group(report.nodeid)] = (seconds + report.duration,
+                                                      count + (report.when == "call" or report.outcome == "skipped"))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
-        return  # an xdist worker: the controller prints the line
+        return  # an xdist worker: the controller prints the lines
+    for name, _ in BENCHMARK_GROUPS:
+        if name in _group_seconds:
+            seconds, count = _group_seconds[name]
+            terminalreporter.write_line(f"benchmark: {name}: {count} tests, {seconds:.0f} s of test time "
+                                        "(summed over the workers)")
     workers = getattr(config.option, "numprocesses", None) or 0
     seconds = time.monotonic() - _started
     for path in sorted((artifacts_root() / "benchmarks").glob("*.txt")):

@@ -87,3 +87,12 @@ def test_every_kernel_path_exists_and_the_marker_is_registered() -> None:
 
 def test_the_readme_documents_the_fast_loop() -> None:
     assert 'pytest -m "not kernel"' in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_each_test_counts_in_one_benchmark_group() -> None:
+    """The end-of-run benchmark lines: the solved session and the student copies apart, the rest in the last group."""
+    assert conftest.benchmark_group("tests/browser/test_solved_course.py::test_x[00]").startswith("browser, solved")
+    assert conftest.benchmark_group("tests/browser/test_jupyterlab.py::TestA::test_x").startswith("browser, student")
+    assert conftest.benchmark_group("tests/site/test_site.py::test_x") == "website"
+    assert conftest.benchmark_group("solutions/00_start_here.ipynb::Cell 0") == "notebooks under nbval"
+    assert conftest.benchmark_group("tests/tools/test_spawn.py::test_x").startswith("everything else")

@@ -15,8 +15,8 @@ saved tensors are read like any node's; whether its compiled backward refuses ``
 It never unpacks a tensor a hook packed (a non-reentrant checkpoint's: that would recompute the block).
 
 A node whose backward formula PyTorch does not have (``helpers.tools.formulas``: most often the backward of a
-backward, which ``create_graph=True`` records, as in a gradient penalty through ``torch.cdist``) raises when the
-backward runs it and needs the gradient of an input it has no formula for: predicted as "no-derivative".
+backward, which ``create_graph=True`` records, as in a gradient penalty through ``torch.cdist`` on torch 2.13)
+raises when the backward runs it and needs the gradient of an input it has no formula for: predicted as "no-derivative".
 
 Out of reach of any record taken after the forward pass: a write through ``.data`` inside the forward itself (a
 custom spectral norm assigning ``weight.data`` after an op saved the weight), and a ``.data`` write on a saved
@@ -79,7 +79,7 @@ class Diagnosis:
         refusals: PyTorch errors with no kind in ``KINDS`` that the call will meet (a reentrant checkpoint under
             ``torch.autograd.grad``), as sentences.
         missing_formulas: the nodes on the way that raise for want of a formula (``helpers.tools.formulas``: a
-            double backward through ``torch.cdist``, say), with PyTorch's message, as sentences.
+            double backward through ``torch.cdist`` on torch 2.13, say), with PyTorch's message, as sentences.
     """
 
     problems: List[SavedTensor]

@@ -1,14 +1,14 @@
 """Backward formulas this build of PyTorch does not have: a node that raises when a backward runs it.
 
 A gradient penalty (``create_graph=True``) records the backward pass itself, so the penalty's own backward runs the
-backward of each backward formula. Some have none: ``torch.cdist``'s backward (``_cdist_backward``) is not
-differentiable, and a backward that reaches that node raises ``the derivative for '_cdist_backward' is not
-implemented``. PyTorch lists such formulas as ``not_implemented(...)`` in its ``derivatives.yaml``, a copy of which
-torch's wheels ship beside ``torch`` inside ``torchgen``; this module reads that copy (never imports ``torchgen``),
-only when it sits beside the ``torch`` imported and names only classes this build has, and names each node class
-after it as PyTorch's code generator does. Other nodes that always raise: ``Error`` (the outputs of a custom
-Function's backward marked ``@once_differentiable``, or of an operator whose autograd is not implemented),
-``NotImplemented``, and a custom Function that defines no ``backward`` (nor ``vjp``).
+backward of each backward formula. Some have none: on torch 2.13, ``torch.cdist``'s backward (``_cdist_backward``)
+is not differentiable, and a backward that reaches that node raises ``the derivative for '_cdist_backward' is not
+implemented`` (torch 2.15 has that formula). PyTorch lists such formulas as ``not_implemented(...)`` in its
+``derivatives.yaml``, a copy of which torch's wheels ship beside ``torch`` inside ``torchgen``; this module reads
+that copy (never imports ``torchgen``), only when it sits beside the ``torch`` imported and names only classes this
+build has, and names each node class after it as PyTorch's code generator does. Other nodes that always raise:
+``Error`` (the outputs of a custom Function's backward marked ``@once_differentiable``, or of an operator whose
+autograd is not implemented), ``NotImplemented``, and a custom Function that defines no ``backward`` (nor ``vjp``).
 
 A formula missing for one input raises only when that input's gradient is needed: an edge to a node the backward
 runs, or to what it differentiates for. Where the table cannot be read, the nodes of the ops known to lack one (as

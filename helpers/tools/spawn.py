@@ -8,10 +8,12 @@
 - ``worker`` must be importable by name (defined at the top of a module, not in a notebook cell): a spawned process
   starts empty and imports it. Results travel back pickled; give CPU tensors.
 - ``use_fork_server()`` (the test suite calls it) starts later groups' processes from a fork server that imported
-  torch once, instead of a fresh interpreter each (tens of milliseconds, not seconds). Each process still starts
-  from a clean state, not a copy of the caller: it takes the caller's current environment variables, working
-  folder and ``sys.path`` at each call, as a spawned one does. Off by default: the server stays alive, with torch
-  loaded, for as long as the calling kernel does.
+  torch once, instead of a fresh interpreter each that imports torch again. Each process is a copy of that server,
+  not of the caller: it takes the caller's current environment variables, working folder and ``sys.path`` at each
+  call before the worker's module is imported, and draws fresh random seeds (torch's and ``random``'s), as a
+  spawned one does; what torch read from the environment when it loaded is the server's, and the ranks print to
+  the server's stdout and stderr. Off by default: the server stays alive, with torch loaded (a few hundred MB),
+  for as long as the calling process does.
 - Every process is ended before the call returns: after a worker's exception (re-raised here with the traceback of
   every rank that failed: when one rank raises, the others often fail too, in a collective that lost its partner,
   and that echo can arrive first), after ``timeout_s`` seconds, and after a KeyboardInterrupt (re-raised).
@@ -21,6 +23,7 @@ from __future__ import annotations
 import os
 import pickle
 import queue as queue_module
+import random
 import socket
 import sys
 import time
@@ -103,12 +106,16 @@ def _free_port() -> int:
 
 
 def _entry(rank: int, world_size: int, backend: str, address: str, threads: int,
-           worker: Callable[..., Any], args: Sequence[Any], results: Any, surroundings: _Surroundings) -> None:
-    """What each spawned process runs: take the parent's surroundings, join the group, call ``worker``, report,
+           call: bytes, results: Any, surroundings: _Surroundings) -> None:
+    """What each spawned process runs: take the parent's surroundings, join the group, call the worker, report,
     leave the group."""
     surroundings.apply()
+    if mp.get_start_method(allow_none=True) != "spawn":  # a copy of the fork server: its seed is every rank's
+        torch.seed()
+        random.seed()
     torch.set_num_threads(threads)
     try:
+        worker, args = pickle.loads(call)  # only now: the worker's module imports with the caller's environment
         if backend == "nccl":
             torch.cuda.set_device(rank)
         dist.init_process_group(backend, init_method=address, rank=rank, world_size=world_size)
@@ -155,8 +162,9 @@ def run_distributed(worker: Callable[..., Any], world_size: int = 2, args: Seque
     address = f"tcp://127.0.0.1:{_free_port()}"
     threads = max(1, (os.cpu_count() or 1) // world_size)
     surroundings = _Surroundings.of_this_process()
-    processes = [context.Process(target=_entry, args=(rank, world_size, backend, address, threads, worker, args,
-                                                      results, surroundings), daemon=True)
+    call = pickle.dumps((worker, tuple(args)))
+    processes = [context.Process(target=_entry, args=(rank, world_size, backend, address, threads, call, results,
+                                                      surroundings), daemon=True)
                  for rank in range(world_size)]
     collected: dict = {}
     failures: dict = {}

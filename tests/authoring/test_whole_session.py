@@ -9,7 +9,7 @@ import nbformat
 
 from authoring.whole_session import run_session
 
-CULL_S = 3.0  # idle this long, a kernel is culled: the first one is (it waits through the second notebook and
+CULL_S = 8.0  # idle this long, a kernel is culled: the first one is (it waits through the second notebook and
 # the busy cell), not the second (the pace is shorter, and then it runs the busy cell)
 
 
@@ -27,8 +27,8 @@ def test_a_short_session_is_run_measured_and_culled(tmp_path: Path) -> None:
     assert report.torch and report.kernel_python, report
     assert [row.notebook for row in report.notebooks] == ["00_first.ipynb", "01_second.ipynb"]
     assert report.failed_cells == ["01_second.ipynb: code cell 1: ValueError: on purpose"]
-    assert report.most_kernels_alive >= 1 and report.peak_mib > report.server_alone_mib > 0
-    assert report.notebooks[0].kernel_pss_mib > 4, "the first kernel holds a 4 MB tensor"
-    assert report.culled and set(report.culled.values()) == {"idle"}, report.culled
+    assert report.most_kernels_alive == 2 and report.peak_mib > report.server_alone_mib > 0  # a kernel per notebook
+    assert report.notebooks[1].kernels_alive == 2, "the first kernel was culled before the second notebook ended"
+    assert len(report.culled) == 1 and set(report.culled.values()) == {"idle"}, report.culled  # the first only
     assert report.busy_kernel_survived is True
     assert any("whole session" in line for line in report.lines())

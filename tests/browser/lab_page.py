@@ -120,21 +120,25 @@ READ_CELLS_JS = """
 
 # Run every code cell twice in a row, top to bottom, as a learner who re-runs cells does (Run Selected Cell, twice).
 # Each run ends when its cell's execution has ended; an error does not stop the loop, the outputs show it.
+# Every code cell, twice in a row, top to bottom. A cell's outputs show only its last run, so each run's own result
+# is kept: notebook:run-cell resolves to false when the cell raised.
 RUN_EACH_CELL_TWICE_JS = """
 async () => {
   const app = window.jupyterapp;
   const notebook = app.shell.currentWidget.content;
   let runs = 0;
+  const failed = [];
   for (let index = 0; index < notebook.widgets.length; index++) {
     if (notebook.widgets[index].model.type !== 'code') continue;
     for (let time = 0; time < 2; time++) {
       notebook.activeCellIndex = index;
       notebook.deselectAll();
-      await app.commands.execute('notebook:run-cell');
+      const ok = await app.commands.execute('notebook:run-cell');
       runs++;
+      if (ok === false) failed.push([index, time + 1]);
     }
   }
-  return runs;
+  return {runs, failed};
 }
 """
 

@@ -96,6 +96,7 @@ class SolvedNotebook:
     run: NotebookRun
     rerun_cells: List[LiveCell] = field(default_factory=list)
     rerun_count: int = 0           # cell executions the re-run asked for
+    rerun_failed: List[List[int]] = field(default_factory=list)  # [cell index, 1 or 2] of each run that raised
     rerun_finished: bool = False   # the kernel was idle again after them
 
 
@@ -137,7 +138,8 @@ def _kernel_python(server: LabServer, kernel_id: Optional[str]) -> str:
 
 def _rerun(page: Page, solved: SolvedNotebook) -> None:
     """Step 3: every code cell twice in a row, in the kernel Run All used; then what the page shows."""
-    solved.rerun_count = page.evaluate(RUN_EACH_CELL_TWICE_JS)
+    outcome = page.evaluate(RUN_EACH_CELL_TWICE_JS)
+    solved.rerun_count, solved.rerun_failed = outcome["runs"], outcome["failed"]
     try:
         page.wait_for_function(KERNEL_IDLE_JS, timeout=RUN_ALL_TIMEOUT_MS, polling=250)
         solved.rerun_finished = True

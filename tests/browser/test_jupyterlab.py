@@ -20,7 +20,16 @@ from authoring.lab_server import shut_down_kernels
 from helpers.course.exercises.result import Status
 from tests.browser import checks
 from tests.browser.conftest import REPO_ROOT, LabServers
-from tests.browser.lab_page import NotebookRun, drive_notebook
+from tests.browser.lab_page import (
+    KERNEL_IDLE_JS,
+    RUN_ALL_TIMEOUT_MS,
+    RUN_EACH_CELL_TWICE_JS,
+    VIEWPORT,
+    NotebookRun,
+    drive_notebook,
+    open_notebook,
+    run_all_and_wait,
+)
 from tests.browser.notebook_expectations import NotebookExpectations, read_expectations
 
 if TYPE_CHECKING:
@@ -287,3 +296,30 @@ def test_every_check_fails_on_a_broken_notebook(broken_notebook: BrowserResult) 
     assert "Show hint 1 of" in widgets and "predict" not in widgets, widgets  # predict buttons exist; no hint
     clicks = checks.unanswered_clicks(run, expected)
     assert len(clicks) == 1 and "revealed no answer" in clicks[0], clicks
+
+
+# Fine at Run All and at its second re-run; raises only at its first re-run, whose outputs the second replaces.
+SECOND_RUN_RAISES = "runs = globals().get('runs', 0) + 1\nif runs == 2:\n    raise ValueError('only on its second run')"
+
+
+def test_the_rerun_catches_a_cell_that_raises_only_once_of_its_two_runs(chromium: Browser, lab_servers: LabServers,
+                                                                         tmp_path: Path) -> None:
+    """What tests/browser/test_solved_course.py re-runs with: a raise its outputs no longer show is still caught."""
+    server = lab_servers.get("notebooks")
+    name = "zz_second_run_raises.ipynb"
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SECOND_RUN_RAISES),
+                                               nbformat.v4.new_code_cell("print('fine')")])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, str(server.root_dir / name))
+    context = chromium.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        open_notebook(page, server.notebook_url(name), name)
+        assert run_all_and_wait(page, RUN_ALL_TIMEOUT_MS)
+        outcome = page.evaluate(RUN_EACH_CELL_TWICE_JS)
+        page.wait_for_function(KERNEL_IDLE_JS, timeout=RUN_ALL_TIMEOUT_MS, polling=250)
+    finally:
+        context.close()
+        shut_down_kernels(server)
+        (server.root_dir / name).unlink(missing_ok=True)
+    assert outcome == {"runs": 4, "failed": [[0, 1]]}, outcome

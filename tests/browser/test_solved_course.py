@@ -111,6 +111,9 @@ def rerun_problems(solved: SolvedNotebook) -> List[str]:
         problems.append(f"{solved.rerun_count} cell runs asked for, not {2 * len(code_cells)}")
     if not solved.rerun_finished:
         problems.append("the kernel did not become idle after the re-run")
+    for index, time in solved.rerun_failed:
+        problems.append(f"cell {index} raised when run {'once' if time == 1 else 'a second time'} after Run All "
+                        "(its outputs show only the last run)")
     first = max((solved.run.cell(i).execution_count or 0) for i in code_cells)
     counts = {index: solved.rerun_cells[index].execution_count for index in code_cells}
     ran_again = [index for index, count in counts.items() if isinstance(count, int) and count > first]

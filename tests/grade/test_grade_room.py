@@ -91,7 +91,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
             done.wait(0.05)
 
     env = dict(os.environ, HOME=str(home), TMPDIR=str(temporary))
-    command = [sys.executable, "-m", "helpers.grade", str(folder), "--timeout", "60", "--cell-timeout", "15",
+    command = [sys.executable, "-m", "helpers.grade", str(folder), "--timeout", "90", "--cell-timeout", "20",
                "--memory", "1.5", "--salt", str(SALT), "--jobs", str(JOBS)]
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

@@ -1,10 +1,13 @@
 """Workers for tests/tools/test_spawn.py: at the top of a module, so that spawned processes can import them."""
 from __future__ import annotations
 
+import os
 import time
 
 import torch
 import torch.distributed as dist
+
+AT_IMPORT = os.environ.get("COURSE_SPAWN_PROBE")  # what a module that reads the environment as it loads sees
 
 
 def all_reduce_rank(rank: int, world_size: int) -> torch.Tensor:
@@ -22,11 +25,12 @@ def fail_on_rank_one(rank: int, world_size: int) -> int:
 
 
 def surroundings(rank: int, world_size: int, variable: str) -> tuple:
-    """What this rank sees of its parent: an environment variable, the working folder, and how it was started."""
+    """What this rank sees of its parent: an environment variable (now, and as this module loaded), the working
+    folder, how it was started, and torch's seed."""
     import multiprocessing
-    import os
 
-    return os.environ.get(variable), os.getcwd(), multiprocessing.get_start_method()
+    return (os.environ.get(variable), AT_IMPORT, os.getcwd(), multiprocessing.get_start_method(),
+            torch.initial_seed())
 
 
 def sleep_for(rank: int, world_size: int, seconds: float) -> int:

@@ -15,6 +15,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from helpers.tools import classify, diagnose, formulas
+from tests.tools.real_training_codes import cdist_differentiates_twice
 from tests.tools.state_hash import assert_same_state, state_of
 
 RAISES, RUNS = "no-derivative", "runs"
@@ -205,8 +206,8 @@ CASES: Dict[str, Tuple[Callable[[], Case], str]] = {
 }
 
 # Outcomes PyTorch has kept for years; the others' outcome is whatever this build does (a release may add a
-# formula), and the tool must agree with it.
-STABLE = ("cdist penalty", "once_differentiable penalty", "igamma, every input", "igamma, backward(inputs=other)",
+# formula, as torch 2.15 did for cdist's backward), and the tool must agree with it.
+STABLE = ("once_differentiable penalty", "igamma, every input", "igamma, backward(inputs=other)",
           "LayerNorm, BatchNorm, dropout penalty", "custom Function without backward")
 
 
@@ -244,6 +245,10 @@ def test_the_verdict_is_what_pytorch_then_does(name: str) -> None:
 
 
 def test_the_report_names_the_node_and_pytorchs_message() -> None:
+    if cdist_differentiates_twice():  # torch 2.15 added a backward for cdist's backward: igamma's is still missing
+        text = str(diagnose(igamma("all").outputs))
+        assert "IgammaBackward0" in text and "is not implemented" in text, text
+        return
     report = diagnose(cdist_penalty().outputs)
     text = str(report)
     assert "CdistBackwardBackward0" in text
@@ -256,7 +261,8 @@ def test_every_class_the_table_names_exists_in_this_build() -> None:
     if known is None:
         pytest.skip("this torch ships no torchgen/packaged/autograd/derivatives.yaml")
     classes = set(dir(torch._C._functions))
-    assert "CdistBackwardBackward0" in known
+    assert "IgammaBackward0" in known
+    assert ("CdistBackwardBackward0" in known) is not cdist_differentiates_twice()
     assert sorted(name for name in known if name not in classes) == []
 
 

@@ -27,7 +27,8 @@ def test_two_ranks_form_one_group_and_return_in_rank_order():
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_ranks_take_the_callers_environment_and_folder_however_they_start(method, monkeypatch, tmp_path):
     """Spawned (as in a learner's notebook) or forked from the fork server (as in this suite, see conftest.py): each
-    rank sees the caller's environment and working folder as they are at the call, not as they were earlier."""
+    rank sees the caller's environment (already as the worker's module loads) and working folder as they are at the
+    call, not as they were earlier, and draws its own random seed."""
     before = start_method()
     if method == "spawn":
         use_spawn()
@@ -41,7 +42,9 @@ def test_ranks_take_the_callers_environment_and_folder_however_they_start(method
                                   backend="gloo")
     finally:
         use_fork_server() if before == "forkserver" else use_spawn()
-    assert results == [("set after the server started", str(tmp_path), method)] * 2
+    probe = "set after the server started"
+    assert [found[:4] for found in results] == [(probe, probe, str(tmp_path), method)] * 2
+    assert results[0][4] != results[1][4], "the ranks drew the same random seed"
     assert _no_children_left()
 
 
