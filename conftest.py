@@ -10,7 +10,8 @@
   notebook uses) included.
 - Every test that starts a notebook kernel, a Jupyter server or a browser, or runs a notebook, is marked ``kernel``
   (by path here, or by an explicit ``pytest.mark.kernel`` where a module mixes both kinds); the fast development
-  loop, ``pytest -m "not kernel"``, runs everything else.
+  loop, ``pytest -m "not kernel"``, runs everything else. An audit hook fails an unmarked test that starts one in
+  a subprocess of its own.
 - The suite prints, as benchmark lines rather than assertions: each group's summed test time (BENCHMARK_GROUPS),
   the lines tests wrote into test-artifacts/benchmarks/ during this run (e.g. the whole-session figures), and its
   wall time against its target (the fast loop's own, for ``-m "not kernel"``).
@@ -18,8 +19,11 @@
 from __future__ import annotations
 
 import os
+import re
+import sys
 import time
 from pathlib import Path
+from typing import Any, Iterator, Tuple
 
 import pytest
 
@@ -92,7 +96,41 @@ def pytest_collection_modifyitems(items: list) -> None:
             item.add_marker(pytest.mark.kernel)
 
 
+# A command line that starts a kernel, a Jupyter server, a browser (or Playwright's driver), the grader or the site.
+_STARTS = re.compile(r"ipykernel_launcher|-m jupyterlab\b|jupyter[- ](lab|server|notebook)\b|-m jupyter_server\b"
+                     r"|chromium|run-driver|-m helpers\.grade(\.runner)?(\s|$)|book/build")
+_watch: dict = {"on": False, "seen": []}
+
+
+def starts_a_kernel_command(line: str) -> bool:
+    """Whether the command ``line`` starts what the fast loop leaves out (``--show-config`` starts no server)."""
+    return "--show-config" not in line and _STARTS.search(line) is not None
+
+
+def _audit(event: str, args: Tuple[Any, ...]) -> None:
+    """While an unmarked test runs: each subprocess it starts that starts a kernel, a server or a browser."""
+    if event == "subprocess.Popen" and _watch["on"]:
+        command = args[1] if isinstance(args[1], (list, tuple)) else [args[1]]
+        line = " ".join(str(part) for part in command)
+        if starts_a_kernel_command(line):
+            _watch["seen"].append(line[:300])
+
+
+@pytest.fixture(autouse=True)
+def _the_fast_loop_starts_no_kernel(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test not marked ``kernel`` fails when it started a kernel, a Jupyter server or a browser in a subprocess of
+    its own (module- and session-wide set-ups, and what those subprocesses start in turn, are not watched)."""
+    watching = request.node.get_closest_marker("kernel") is None
+    _watch.update(on=watching, seen=[])
+    yield
+    _watch["on"] = False
+    if watching and _watch["seen"]:
+        pytest.fail("this test is not marked kernel, yet it started:\n" + "\n".join(_watch["seen"]) +
+                    "\nadd it to conftest.KERNEL_PATHS or mark it @pytest.mark.kernel", pytrace=False)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    sys.addaudithook(_audit)  # audit hooks cannot be removed; _watch turns this one on per test
     from helpers.tools.spawn import FORK_SERVER_PRELOAD, use_fork_server
 
     use_fork_server((*FORK_SERVER_PRELOAD, "helpers.tools"))  # ranks start in milliseconds, not seconds

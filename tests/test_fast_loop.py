@@ -4,6 +4,8 @@ marks those tests ``kernel`` itself, and a helper module that does so is importe
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Dict, List
 
@@ -96,3 +98,18 @@ def test_each_test_counts_in_one_benchmark_group() -> None:
     assert conftest.benchmark_group("tests/site/test_site.py::test_x") == "website"
     assert conftest.benchmark_group("solutions/00_start_here.ipynb::Cell 0") == "notebooks under nbval"
     assert conftest.benchmark_group("tests/tools/test_spawn.py::test_x").startswith("everything else")
+
+
+def test_the_run_time_guard_sees_a_kernel_started_in_a_subprocess() -> None:
+    """conftest's audit hook: what it records while an unmarked test runs (here, fed by hand, then cleared)."""
+    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", "/tmp/kernel-1.json"]
+    assert conftest.starts_a_kernel_command(" ".join(kernel))
+    assert conftest.starts_a_kernel_command("/usr/bin/python -m helpers.grade room --jobs 2")
+    assert conftest.starts_a_kernel_command("node cli.js run-driver")
+    assert not conftest.starts_a_kernel_command("/usr/bin/python -m jupyter server --show-config")
+    assert not conftest.starts_a_kernel_command("/usr/bin/python -c print(1)")
+    assert conftest._watch["on"], "this unmarked test is watched"
+    conftest._audit("subprocess.Popen", (sys.executable, kernel, None, None))
+    subprocess.run([sys.executable, "-c", "pass", "ipykernel_launcher"], check=True)  # a real Popen, harmless
+    seen, conftest._watch["seen"] = conftest._watch["seen"], []
+    assert seen == [" ".join(kernel), f"{sys.executable} -c pass ipykernel_launcher"]

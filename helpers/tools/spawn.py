@@ -106,11 +106,11 @@ def _free_port() -> int:
 
 
 def _entry(rank: int, world_size: int, backend: str, address: str, threads: int,
-           call: bytes, results: Any, surroundings: _Surroundings) -> None:
+           call: bytes, results: Any, surroundings: _Surroundings, forked: bool) -> None:
     """What each spawned process runs: take the parent's surroundings, join the group, call the worker, report,
     leave the group."""
     surroundings.apply()
-    if mp.get_start_method(allow_none=True) != "spawn":  # a copy of the fork server: its seed is every rank's
+    if forked:  # a copy of the fork server: its random state would be every rank's
         torch.seed()
         random.seed()
     torch.set_num_threads(threads)
@@ -163,8 +163,9 @@ def run_distributed(worker: Callable[..., Any], world_size: int = 2, args: Seque
     threads = max(1, (os.cpu_count() or 1) // world_size)
     surroundings = _Surroundings.of_this_process()
     call = pickle.dumps((worker, tuple(args)))
+    forked = context.get_start_method() != "spawn"
     processes = [context.Process(target=_entry, args=(rank, world_size, backend, address, threads, call, results,
-                                                      surroundings), daemon=True)
+                                                      surroundings, forked), daemon=True)
                  for rank in range(world_size)]
     collected: dict = {}
     failures: dict = {}
