@@ -161,9 +161,9 @@ def benchmark_group(nodeid: str) -> str:
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Sums each group's test time (set-up, call and tear-down; on xdist's controller, as the workers report it)."""
-    seconds, count = _group_seconds.get(benchmark_group(report.nodeid), (0.0, 0))
-    _group_seconds[benchmark_group(report.nodeid)] = (seconds + report.duration,
-                                                      count + (report.when == "call" or report.outcome == "skipped"))
+    group = benchmark_group(report.nodeid)
+    seconds, count = _group_seconds.get(group, (0.0, 0))
+    _group_seconds[group] = (seconds + report.duration, count + (report.when == "call" or report.outcome == "skipped"))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
