@@ -50,14 +50,21 @@ def total_pss(tree: Dict[int, ProcessMemory]) -> int:
     return sum(process.pss for process in tree.values())
 
 
+def kernel_count(tree: Dict[int, ProcessMemory]) -> int:
+    """How many notebook kernels (``ipykernel_launcher`` processes) the tree holds."""
+    return sum(1 for process in tree.values() if "ipykernel_launcher" in process.command)
+
+
 @dataclass
 class MemorySampler:
-    """Samples a process tree's total PSS every ``interval_s`` seconds in a thread, keeping the peak."""
+    """Samples a process tree's total PSS every ``interval_s`` seconds in a thread, keeping the peak, and the most
+    kernels alive at any sample (``most_kernels``)."""
 
     root_pid: int
     interval_s: float = 0.2
     peak: int = 0
     peak_processes: int = 0
+    most_kernels: int = 0
     samples: List[Tuple[float, int, int]] = field(default_factory=list)  # (seconds from start, PSS bytes, processes)
 
     def __post_init__(self) -> None:
@@ -75,6 +82,7 @@ class MemorySampler:
         tree = tree_memory(self.root_pid)
         total = total_pss(tree)
         self.samples.append((time.monotonic() - self._started, total, len(tree)))
+        self.most_kernels = max(self.most_kernels, kernel_count(tree))
         if total > self.peak:
             self.peak, self.peak_processes = total, len(tree)
         return total

@@ -33,7 +33,7 @@ import nbformat
 from authoring import sizing
 from authoring.kernel_socket import KernelGone, KernelTab, run_in_own_loop
 from authoring.lab_server import LabServer, start_lab_server, stop_lab_server
-from authoring.process_memory import MIB, MemorySampler, total_pss, tree_memory
+from authoring.process_memory import MIB, MemorySampler, kernel_count, total_pss, tree_memory
 from helpers.course.exercises.api import STRICT_VARIABLE
 from helpers.lab import CONFIG_PATH_VARIABLE, launch_environment
 
@@ -147,7 +147,7 @@ async def _session(server: LabServer, notebooks: Sequence[Path], report: Session
             seconds = time.perf_counter() - started
             tree = tree_memory(sampler_pid)
             kernel = [p for p in tree.values() if tab.kernel_id in p.command]
-            alive = sum(1 for p in tree.values() if "ipykernel_launcher" in p.command)
+            alive = kernel_count(tree)
             report.notebooks.append(NotebookFigures(path.name, seconds, sum(p.pss for p in kernel) / MIB,
                                                     total_pss(tree) / MIB, alive))
             report.most_kernels_alive = max(report.most_kernels_alive, alive)
@@ -204,6 +204,7 @@ def run_session(notebooks: Sequence[Path], python: Optional[str] = None,
             run_in_own_loop(lambda: _session(server, [course / path.name for path in notebooks], report, busy_check))
             sampler.sample()
         report.peak_mib = sampler.peak / MIB
+        report.most_kernels_alive = max(report.most_kernels_alive, sampler.most_kernels)
         report.culled = culled_kernels(server)
         return report
     finally:

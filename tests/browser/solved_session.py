@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from authoring.lab_server import LabServer, stop_lab_server
-from authoring.process_memory import MIB, MemorySampler, total_pss, tree_memory
+from authoring.process_memory import MIB, MemorySampler, kernel_count, total_pss, tree_memory
 from authoring.whole_session import (
     LEARNER_PACE_S,
     TEST_CULL_IDLE_TIMEOUT_S,
@@ -124,7 +124,7 @@ def _kernel_ids(server: LabServer) -> List[str]:
 def _figures(server: LabServer, name: str, kernel_id: Optional[str], seconds: float) -> NotebookFigures:
     tree = tree_memory(server.process.pid)
     kernel = [process for process in tree.values() if kernel_id and kernel_id in process.command]
-    alive = sum(1 for process in tree.values() if "ipykernel_launcher" in process.command)
+    alive = kernel_count(tree)
     return NotebookFigures(name, seconds, sum(p.pss for p in kernel) / MIB, total_pss(tree) / MIB, alive)
 
 
@@ -246,6 +246,7 @@ def run_solved_session(chromium: Browser, notebooks: Sequence[Path], work: Path,
                 report.busy_kernel_survived = settled and page.evaluate("() => window.__courseBusy.status") == "ok"
             sampler.sample()
         report.peak_mib = sampler.peak / MIB
+        report.most_kernels_alive = max(report.most_kernels_alive, sampler.most_kernels)
         report.culled = culled_kernels(server)
         session = SolvedSession(solved, report, python or sys.executable)
         if first is not None:
