@@ -457,7 +457,7 @@ def _honest(folder: Path, solved: nbformat.NotebookNode, at: int, victim: Path) 
     expected["raises/00_start_here.ipynb"] = [("head_weight_grad", "error", "NameError")]
 
     _write(_with_cell(solved, at + 1, "while True:\n    pass"), folder / "loops" / "00_start_here.ipynb")
-    expected["loops/00_start_here.ipynb"] = [("head_weight_grad", "error", "time limit")]
+    expected["loops/00_start_here.ipynb"] = [("head_weight_grad", "error", "time limit for one cell")]
 
     fake = copy.deepcopy(solved)
     fake.cells[at].source = FAKE_ANSWER
@@ -545,7 +545,7 @@ def _attacks(folder: Path, home: Path, outside: Path, solved: nbformat.NotebookN
 
     # (12): stopped from outside at the time limit; (13): its runner is gone, nothing of it is left.
     _write(_with_cell(solved, at, STOPPER), folder / "attack12_stopper" / "00_start_here.ipynb")
-    expected["attack12_stopper/00_start_here.ipynb"] = [("head_weight_grad", "error", "time limit")]
+    expected["attack12_stopper/00_start_here.ipynb"] = [("head_weight_grad", "error", "past the time limit (")]
     _write(_with_cell(solved, at, KILLER), folder / "attack13_killer" / "00_start_here.ipynb")
     expected["attack13_killer/00_start_here.ipynb"] = [("head_weight_grad", "error", "")]
 
