@@ -140,6 +140,12 @@ def find(running: Sequence[Any], saved_by_node: Mapping[int, List[SavedTensor]],
             findings.unseen.append(f"{_where(region, names)}: a compiled backward that donated its buffers refuses "
                                    "retain_graph=True and create_graph=True ('This backward function was compiled "
                                    "with non-empty donated buffers'); this tool cannot tell whether this one did.")
+    hidden = regions.hidden_checkpoints()
+    if hidden:
+        alive = f"{hidden} {'is' if hidden == 1 else 'are'} alive in this process"
+        findings.unseen.append(f"this torch ({torch.__version__}) does not show which nodes a non-reentrant checkpoint "
+                               f"packed, and {alive}: no saved tensor was read, so none was checked, and whether a "
+                               "checkpointed block's weights changed is not known.")
     hooked = [s for node in running for s in saved_by_node.get(id(node), [])
               if s.state is State.UNSEEN and s.reason == HOOK_UNSEEN]
     if hooked:

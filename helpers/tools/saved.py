@@ -39,6 +39,8 @@ class State(str, Enum):
 
 CHECKPOINT_UNSEEN = "inside a checkpoint: recomputed at backward time"
 HOOK_UNSEEN = "packed by a saved-tensor hook: not unpacked"
+HIDDEN_UNSEEN = ("not read: this torch does not show which saved tensors a checkpoint packed, and a non-reentrant "
+                 "checkpoint is alive")
 
 
 @dataclass(frozen=True)
@@ -119,11 +121,27 @@ def model_of_nodes(nodes: Sequence[Any], model_outputs: Mapping[str, torch.Tenso
     return owner
 
 
-def _owner(tensor: Optional[torch.Tensor], names: Mapping[int, str]) -> Optional[str]:
-    """The name of the parameter ``tensor`` is, or is a view of (``weight.t()``), else None."""
+def _storage(tensor: torch.Tensor) -> Optional[int]:
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError, TypeError):  # a tensor without storage (a subclass, meta)
+        return None
+
+
+def _owner(tensor: Optional[torch.Tensor], names: Mapping[int, str],
+           params: Optional[Mapping[str, torch.Tensor]] = None) -> Optional[str]:
+    """The name of the parameter ``tensor`` is, or is a view of (``weight.t()``), else None. Where a saved tensor
+    comes back as another tensor object (a compiled region's, on older torch), the one parameter of its size whose
+    memory it shares."""
     if not isinstance(tensor, torch.Tensor):
         return None
-    return names.get(id(tensor)) or (names.get(id(tensor._base)) if tensor._base is not None else None)
+    found = names.get(id(tensor)) or (names.get(id(tensor._base)) if tensor._base is not None else None)
+    if found is not None or not params:
+        return found
+    storage = _storage(tensor)
+    sharing = [name for name, p in params.items()
+               if storage is not None and p.numel() == tensor.numel() and _storage(p) == storage]
+    return sharing[0] if len(sharing) == 1 else None
 
 
 def _raw_entries(node: Any, attribute: str) -> List[Any]:
@@ -149,7 +167,7 @@ def unpack_hook_reason(entry: Any) -> Optional[str]:
     """Why a raw saved entry must not be unpacked (its unpack hook would run), or None when reading it is safe."""
     hook = getattr(entry, "unpack_hook", None)
     if hook is None:
-        return None
+        return HIDDEN_UNSEEN if regions.hidden_checkpoints() else None
     return CHECKPOINT_UNSEEN if getattr(hook, "__module__", "") == "torch.utils.checkpoint" else HOOK_UNSEEN
 
 
@@ -211,6 +229,7 @@ def _stale(node: Any, label: str, raw: Any, error: RuntimeError, params: Mapping
                        details.version_now, owner, node)
 
 
+@regions.one_look
 def saved_tensors_of(node: Any, params: Any = None) -> List[SavedTensor]:
     """The tensors ``node`` saved, with their state; ``params`` names parameters (any form the tools take).
 
@@ -249,10 +268,11 @@ def _saved_tensors_of(node: Any, params: Mapping[str, torch.Tensor], names: Mapp
             elif index < len(values) and isinstance(values[index], torch.Tensor):
                 value = values[index]
                 found.append(SavedTensor(name, label, State.ALIVE, tuple(value.shape), value._version,
-                                         value._version, _owner(value, names), node))
+                                         value._version, _owner(value, names, params), node))
     return found
 
 
+@regions.one_look
 def saved_tensors(
     outputs: Outputs,
     params: Any = None,
@@ -283,6 +303,7 @@ def iter_problems(saved: Sequence[SavedTensor]) -> Iterator[SavedTensor]:
     return (s for s in saved if s.state in (State.FREED, State.STALE))
 
 
+@regions.one_look
 def saved_bytes(outputs: Outputs, params: Any = ()) -> int:
     """Bytes of the storages the graph's alive saved tensors use, each storage once, parameters' excluded.
 

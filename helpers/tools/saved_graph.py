@@ -25,7 +25,7 @@ from helpers.tools.graph import (
 )
 from helpers.tools.module_calls import Box
 from helpers.tools.module_graph import REGION_STYLE, region_boxes
-from helpers.tools.regions import opaque_region
+from helpers.tools.regions import notes_hidden_checkpoints, opaque_region
 from helpers.tools.saved import SavedTensor, State, _saved_tensors_of, graph_nodes, model_of_nodes
 
 # Each model is a labelled box (a cluster), so models read without color; each node's fill says which losses reach it.
@@ -39,6 +39,7 @@ SAVED_STYLES: Dict[State, Dict[str, str]] = {
     State.ALIVE: dict(style="filled", fillcolor="white", color="black", shape="note"),
     State.FREED: dict(style="filled,dashed", fillcolor="#eeeeee", color="#777777", fontcolor="#555555", shape="note"),
     State.STALE: dict(style="filled,bold", fillcolor="#f4a6a6", color="#b00000", shape="note", peripheries="2"),
+    State.UNSEEN: dict(style="filled,dotted", fillcolor="white", color="#777777", fontcolor="#555555", shape="note"),
 }
 
 
@@ -63,7 +64,8 @@ def _loss_fill(losses: List[str], loss_names: List[str]) -> str:
     return LOSS_FILLS[loss_names.index(losses[0]) % len(LOSS_FILLS)] if losses else NO_LOSS_FILL
 
 
-def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str], regions: bool = False) -> None:
+def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str], regions: bool = False,
+                unseen: bool = False) -> None:
     with digraph.subgraph(name="cluster_legend") as legend:
         legend.attr(label="legend", fontsize="10", style="dashed", color="#999999", bgcolor="white")
         entries = [(f"only in {name}", _loss_fill([name], loss_names)) for name in loss_names]
@@ -79,14 +81,18 @@ def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str], reg
         if regions:
             names.append("legend_region")
             legend.node(names[-1], "checkpointed or compiled region:\nits saved tensors not read", **REGION_STYLE)
-        labels = {State.ALIVE: "saved: alive vN", State.FREED: "saved: freed", State.STALE: "saved: stale vM->vN"}
+        labels = {State.ALIVE: "saved: alive vN", State.FREED: "saved: freed", State.STALE: "saved: stale vM->vN",
+                  State.UNSEEN: "saved: not read"}
         for state, style in SAVED_STYLES.items():
+            if state is State.UNSEEN and not unseen:
+                continue
             names.append(f"legend_{state.value}")
             legend.node(names[-1], labels[state], fontsize="9", fontname="monospace", **style)
         for index in range(len(names) - 1):  # invisible edges stack the legend in one narrow column
             legend.edge(names[index], names[index + 1], style="invis")
 
 
+@notes_hidden_checkpoints
 def draw_saved_graph(
     losses: Any, model_outputs: Any = None, params: Any = None, show_saved: bool = True, full: Optional[bool] = None
 ) -> GraphPicture:
@@ -210,5 +216,6 @@ def _draw_saved_graph(losses: Dict[str, torch.Tensor], model_outputs: Dict[str, 
         digraph.edge(source, target)
     for cluster in clusters.values():
         digraph.subgraph(cluster)
-    _add_legend(digraph, list(model_outputs), loss_names, bool(regions))
+    unseen = any(saved.state is State.UNSEEN for entries in saved_by_node.values() for saved in entries)
+    _add_legend(digraph, list(model_outputs), loss_names, bool(regions), unseen)
     return GraphPicture(digraph, text, None if dot_available() else INSTALL_GRAPHVIZ)

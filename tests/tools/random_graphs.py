@@ -156,12 +156,12 @@ def _random_outputs(rng: random.Random, pool: List[torch.Tensor], params: Dict[s
 
 def _reached_leaves(outputs: List[torch.Tensor], params: Dict[str, torch.Tensor]) -> List[torch.Tensor]:
     """The parameters the outputs reach (most of the time the inputs are among them, as in real code)."""
-    reached, stack, seen = set(), [t.grad_fn for t in outputs if t.grad_fn is not None], set()
+    reached, stack, seen = set(), [t.grad_fn for t in outputs if t.grad_fn is not None], {}  # keeps nodes alive
     while stack:
         node = stack.pop()
         if id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         if getattr(node, "variable", None) is not None:
             reached.add(id(node.variable))
         stack.extend(child for child, _ in node.next_functions if child is not None)

@@ -56,12 +56,12 @@ def _remember(named: Dict[str, torch.Tensor]) -> None:
 def _named_leaves(outputs: List[torch.Tensor]) -> Dict[str, torch.Tensor]:
     """The named leaves behind ``outputs``, in the world's order."""
     found: Dict[int, Tuple[int, str, torch.Tensor]] = {}
-    stack, seen = [t.grad_fn for t in outputs], set()
+    stack, seen = [t.grad_fn for t in outputs], {}  # seen keeps the nodes alive, so their ids stay unique
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         leaf = getattr(node, "variable", None)
         entry = _NAMES.get(id(leaf)) if leaf is not None else None
         if entry is not None and entry[0]() is leaf:
