@@ -152,7 +152,7 @@ class ReductionWatch:
             for parameter in reduced.values():
                 self._owner[id(parameter)] = wrapper
                 self._tensors[id(parameter)] = parameter
-                self._handles.append(parameter.register_hook(self._computed(wrapper.parameters[id(parameter)])))
+                self._handles.append(parameter.register_hook(self._computed(wrapper, parameter)))
                 self._handles.append(parameter.register_post_accumulate_grad_hook(self._accumulated(wrapper)))
         # After the step, not before it: a closure passed to step() computes the gradients the step uses.
         self._handles.append(register_optimizer_step_post_hook(self._after_step))
@@ -196,9 +196,25 @@ class ReductionWatch:
 
     # ------------------------------------------------------------------ gradients
 
-    def _computed(self, state: _Parameter) -> Any:
-        def hook(gradient: torch.Tensor) -> None:
-            state.computed += 1
+    def _computed(self, wrapper: _Wrapper, parameter: torch.Tensor) -> Any:
+        state, key, reference = wrapper.parameters[id(parameter)], id(parameter), weakref.ref(parameter)
+
+        def hook(gradient: Optional[torch.Tensor]) -> None:
+            if gradient is not None:
+                state.computed += 1
+                return
+            # No gradient (an output of the wrapper the loss does not use: DDP passes None for it). DDP's own hook on
+            # the parameter's accumulator still marks it ready; torch 2.4 calls no post-accumulate hook for it, newer
+            # releases do. At the end of this backward, mark it as DDP did if no post-accumulate hook did.
+            accumulated = state.accumulated
+
+            def after_backward() -> None:
+                if state.accumulated == accumulated and reference() is not None and wrapper.expecting and (
+                        key in wrapper.expected and key not in wrapper.marked):
+                    wrapper.marked.add(key)
+                    if wrapper.marked >= wrapper.expected:
+                        self._reduction_done(wrapper)
+            torch.autograd.Variable._execution_engine.queue_callback(after_backward)
         return hook
 
     def _accumulated(self, wrapper: _Wrapper) -> Any:

@@ -38,7 +38,6 @@ from helpers.tools.display import card_html
 from helpers.tools.errors import KINDS
 from helpers.tools.fingerprint import ParameterRecord
 from helpers.tools.opaque import RECOMPUTED
-from helpers.tools.regions import one_look
 from helpers.tools.saved import SavedTensor, State, _saved_tensors_of
 
 _KIND_OF_STATE = {State.FREED: "backward-twice", State.STALE: "inplace-version"}
@@ -358,7 +357,6 @@ def _formulas_it_cannot_judge(running: Sequence[Any], arguments: CallArguments) 
     return found
 
 
-@one_look
 def diagnose(
     outputs: Any,
     params: Any = None,
@@ -561,7 +559,6 @@ def _silent_changes(running: List[Any], saved_by_node: Mapping[int, List[SavedTe
     return [SilentChange(name, tuple(wheres)) for name, wheres in saved_by.items()]
 
 
-@one_look
 def first_failing_node(outputs: Any, params: Any = None, inputs: Any = None, autograd_grad: bool = False) -> Any:
     """The node a backward from ``outputs`` fails on first (this build's CPU engine order), or None."""
     tensors = read_outputs(outputs).values()

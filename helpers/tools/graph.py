@@ -38,7 +38,7 @@ from helpers.tools.module_graph import (
     module_text,
     region_boxes,
 )
-from helpers.tools.regions import hidden_note, notes_hidden_checkpoints, one_look, opaque_region
+from helpers.tools.regions import opaque_region
 from helpers.tools.traversal import children, graph_nodes
 
 INSTALL_GRAPHVIZ = (
@@ -122,7 +122,6 @@ def named_parameters(**models: nn.Module) -> Dict[str, torch.Tensor]:
     return {f"{model_name}.{name}": p for model_name, model in models.items() for name, p in model.named_parameters()}
 
 
-@one_look
 def graph_as_text(
     outputs: Any,
     params: Any = None,
@@ -161,9 +160,6 @@ def graph_as_text(
         arrow = f"  -> {', '.join(children)}" if children else ""
         lines.append(f"[{numbers[id(node)]}] {label}{output_labels.get(id(node), '')}{arrow}")
         lines += [f"      {note}" for note in (notes(node) if notes is not None else [])]
-    hidden = hidden_note()
-    if lines and hidden is not None:
-        lines.insert(0, f"({hidden})")
     return "\n".join(lines) if lines else "(no graph: these tensors have no grad_fn)"
 
 
@@ -393,7 +389,6 @@ def graph_digraph(outputs: Mapping[str, torch.Tensor], param_names: Mapping[int,
     return digraph
 
 
-@notes_hidden_checkpoints
 def draw_graph(outputs: Any, params: Any = None, full: Optional[bool] = None) -> GraphPicture:
     """Draw the graph behind ``outputs`` (a tensor, a list or a dict of them) in torchviz's look.
 
@@ -429,7 +424,6 @@ def draw_graph(outputs: Any, params: Any = None, full: Optional[bool] = None) ->
     return GraphPicture(digraph, text, problem)
 
 
-@notes_hidden_checkpoints
 def draw_module_graph(outputs: Any, params: Any = None, depth: Optional[int] = None,
                       inside: Optional[str] = None) -> GraphPicture:
     """Draw the graph behind ``outputs`` with one box per module call; or, with ``inside``, one module's nodes.

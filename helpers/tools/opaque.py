@@ -62,7 +62,8 @@ def _read_inputs(region: regions.Region, params: Mapping[str, torch.Tensor], nam
                  ) -> Optional[List[SavedTensor]]:
     """A non-reentrant checkpoint's inputs: freed or stale ones as problems; None when they cannot be read."""
     entries = regions.checkpoint_inputs(region)
-    if entries is None or any(getattr(entry, "unpack_hook", None) is not None for entry in entries):
+    if entries is None or any(getattr(entry, "unpack_hook", None) is not None or not hasattr(entry, "unpack")
+                              for entry in entries):  # SavedTensor.unpack: newer torch only
         return None
     node, found = region.nodes[0], []
     for index, entry in enumerate(entries):
@@ -140,12 +141,6 @@ def find(running: Sequence[Any], saved_by_node: Mapping[int, List[SavedTensor]],
             findings.unseen.append(f"{_where(region, names)}: a compiled backward that donated its buffers refuses "
                                    "retain_graph=True and create_graph=True ('This backward function was compiled "
                                    "with non-empty donated buffers'); this tool cannot tell whether this one did.")
-    hidden = regions.hidden_checkpoints()
-    if hidden:
-        alive = f"{hidden} {'is' if hidden == 1 else 'are'} alive in this process"
-        findings.unseen.append(f"this torch ({torch.__version__}) does not show which nodes a non-reentrant checkpoint "
-                               f"packed, and {alive}: no saved tensor was read, so none was checked, and whether a "
-                               "checkpointed block's weights changed is not known.")
     hooked = [s for node in running for s in saved_by_node.get(id(node), [])
               if s.state is State.UNSEEN and s.reason == HOOK_UNSEEN]
     if hooked:

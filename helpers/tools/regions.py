@@ -7,26 +7,22 @@
   tools never unpack them.
 - ``torch.compile``: one ``CompiledFunctionBackward`` node; what it saved is inside the compiled graph.
 
-Older torch releases (2.4 among them) do not show a saved tensor's unpack hook (``SavedTensor.unpack_hook``). There
-the tools cannot tell which nodes a non-reentrant checkpoint packed: while one is alive in the process
-(``hidden_checkpoints``) they read no saved tensor and say so.
+Older torch releases (2.4 to 2.11, measured) do not show a saved tensor's unpack hook (``SavedTensor.unpack_hook``); there
+``hook_probe`` tells whose hook would run, stopping it before its first line.
 """
 from __future__ import annotations
 
-import contextvars
-import functools
-import gc
-import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from helpers.tools import traversal
+from helpers.tools import hook_probe, traversal
 
 REENTRANT_CHECKPOINT = "checkpoint (use_reentrant=True)"
 NON_REENTRANT_CHECKPOINT = "checkpoint (use_reentrant=False)"
 COMPILED = "torch.compile region"
+CHECKPOINT_MODULE = "torch.utils.checkpoint"
 
 _OPAQUE_NODES = {"CheckpointFunctionBackward": REENTRANT_CHECKPOINT, "CompiledFunctionBackward": COMPILED}
 
@@ -41,73 +37,12 @@ def opaque_region(node: Any) -> Optional[str]:
     return NON_REENTRANT_CHECKPOINT if checkpoint_packed(node) else None
 
 
-_LOOK: contextvars.ContextVar[Optional[int]] = contextvars.ContextVar("hidden_checkpoints", default=None)
-Call = TypeVar("Call", bound=Callable[..., Any])
-
-
-def hooks_shown() -> bool:
-    """Whether this torch shows a saved tensor's unpack hook (``SavedTensor.unpack_hook``; older releases do not)."""
-    return hasattr(torch._C._autograd.SavedTensor, "unpack_hook")
-
-
-def _live_checkpoint_frames() -> int:
-    module = sys.modules.get("torch.utils.checkpoint")  # not imported: no checkpoint ran
-    frame_type = getattr(module, "_CheckpointFrame", None)
-    if frame_type is None:
-        return 0
-    return sum(1 for found in gc.get_referrers(frame_type) if type(found) is frame_type and any(
-        holder() is not None for holder in getattr(found, "weak_holders", [lambda: True])))  # a tensor still packed
-
-
-def hidden_checkpoints() -> int:
-    """How many non-reentrant checkpoints are alive in this process while this torch cannot show which saved tensors
-    they packed; 0 where it can. Counted once per tool call (``one_look``), by a scan of the garbage collector's
-    objects."""
-    if hooks_shown():
-        return 0
-    counted = _LOOK.get()
-    return _live_checkpoint_frames() if counted is None else counted
-
-
-def one_look(function: Call) -> Call:
-    """Count ``hidden_checkpoints`` once for the whole call of ``function`` (a tool's public entry point)."""
-    @functools.wraps(function)
-    def looking(*args: Any, **kwargs: Any) -> Any:
-        if hooks_shown() or _LOOK.get() is not None:
-            return function(*args, **kwargs)
-        token = _LOOK.set(_live_checkpoint_frames())
-        try:
-            return function(*args, **kwargs)
-        finally:
-            _LOOK.reset(token)
-    return looking  # type: ignore[return-value]
-
-
-def hidden_note() -> Optional[str]:
-    """A picture's line for ``hidden_checkpoints``, or None when nothing is hidden."""
-    hidden = hidden_checkpoints()
-    if not hidden:
-        return None
-    return (f"this torch ({torch.__version__}) does not show which nodes a non-reentrant checkpoint packed, and "
-            f"{hidden} {'is' if hidden == 1 else 'are'} alive in this process: a checkpointed block is drawn as "
-            "plain nodes, not as one box, and no saved tensor is read")
-
-
-def notes_hidden_checkpoints(function: Call) -> Call:
-    """Add ``hidden_note`` to the note of the picture ``function`` (a drawing tool) returns, within one look."""
-    @functools.wraps(function)
-    def drawing(*args: Any, **kwargs: Any) -> Any:
-        picture = function(*args, **kwargs)
-        note = hidden_note()
-        if note is not None and getattr(picture, "mistake", None) is None and hasattr(picture, "note"):
-            picture.note = f"{picture.note}. {note}" if picture.note else note[0].upper() + note[1:]
-        return picture
-    return one_look(drawing)  # type: ignore[return-value]
-
-
 def checkpoint_packed(node: Any) -> bool:
     """True when one of ``node``'s saved tensors is packed by ``torch.utils.checkpoint``'s hooks (reading it would
-    recompute the block). Looks at the unpack hooks only; never unpacks."""
+    recompute the block). Looks at the unpack hooks only; never unpacks one that a hook packed."""
+    if not hook_probe.hooks_shown():
+        return any(hook_probe.read_saved(node, name).hook_module == CHECKPOINT_MODULE
+                   for name in hook_probe.saved_names(node))
     for attribute in dir(node):
         if not attribute.startswith("_raw_saved_"):
             continue
@@ -117,7 +52,7 @@ def checkpoint_packed(node: Any) -> bool:
             continue
         for entry in raw if isinstance(raw, (list, tuple)) else [raw]:
             hook = getattr(entry, "unpack_hook", None)
-            if hook is not None and getattr(hook, "__module__", "") == "torch.utils.checkpoint":
+            if hook is not None and getattr(hook, "__module__", "") == CHECKPOINT_MODULE:
                 return True
     return False
 

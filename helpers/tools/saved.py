@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, 
 
 import torch
 
-from helpers.tools import regions, traversal
+from helpers.tools import hook_probe, regions, traversal
 from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.errors import KINDS, parse_version_error
 
@@ -39,8 +39,6 @@ class State(str, Enum):
 
 CHECKPOINT_UNSEEN = "inside a checkpoint: recomputed at backward time"
 HOOK_UNSEEN = "packed by a saved-tensor hook: not unpacked"
-HIDDEN_UNSEEN = ("not read: this torch does not show which saved tensors a checkpoint packed, and a non-reentrant "
-                 "checkpoint is alive")
 
 
 @dataclass(frozen=True)
@@ -121,27 +119,30 @@ def model_of_nodes(nodes: Sequence[Any], model_outputs: Mapping[str, torch.Tenso
     return owner
 
 
-def _storage(tensor: torch.Tensor) -> Optional[int]:
+def _address(tensor: torch.Tensor) -> Optional[int]:
+    """Where ``tensor``'s first element lies in memory; None without one (empty, meta, a subclass without data)."""
     try:
-        return tensor.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError, TypeError):  # a tensor without storage (a subclass, meta)
+        address = tensor.data_ptr() if tensor.numel() > 0 and tensor.device.type != "meta" else 0
+    except (RuntimeError, NotImplementedError, TypeError):
         return None
+    return address or None
 
 
 def _owner(tensor: Optional[torch.Tensor], names: Mapping[int, str],
            params: Optional[Mapping[str, torch.Tensor]] = None) -> Optional[str]:
-    """The name of the parameter ``tensor`` is, or is a view of (``weight.t()``), else None. Where a saved tensor
-    comes back as another tensor object (a compiled region's, on older torch), the one parameter of its size whose
-    memory it shares."""
+    """The name of the parameter ``tensor`` is, or is a view of (``weight.t()``), else None. A saved tensor that is
+    neither the parameter's object nor a view of it (a compiled region's comes back as another object on torch 2.4)
+    is named by the one parameter with as many elements starting at the same address."""
     if not isinstance(tensor, torch.Tensor):
         return None
     found = names.get(id(tensor)) or (names.get(id(tensor._base)) if tensor._base is not None else None)
     if found is not None or not params:
         return found
-    storage = _storage(tensor)
-    sharing = [name for name, p in params.items()
-               if storage is not None and p.numel() == tensor.numel() and _storage(p) == storage]
-    return sharing[0] if len(sharing) == 1 else None
+    address = _address(tensor)
+    if address is None:
+        return None
+    same = [name for name, p in params.items() if p.numel() == tensor.numel() and _address(p) == address]
+    return same[0] if len(same) == 1 else None
 
 
 def _raw_entries(node: Any, attribute: str) -> List[Any]:
@@ -164,22 +165,37 @@ def _attributes(node: Any) -> List[str]:
 
 
 def unpack_hook_reason(entry: Any) -> Optional[str]:
-    """Why a raw saved entry must not be unpacked (its unpack hook would run), or None when reading it is safe."""
+    """Why a raw saved entry must not be unpacked (its unpack hook would run), or None when reading it is safe (or,
+    on a torch that does not show the hook, when ``_read`` must find out)."""
     hook = getattr(entry, "unpack_hook", None)
     if hook is None:
-        return HIDDEN_UNSEEN if regions.hidden_checkpoints() else None
+        return None
     return CHECKPOINT_UNSEEN if getattr(hook, "__module__", "") == "torch.utils.checkpoint" else HOOK_UNSEEN
 
 
-def _read(node: Any, attribute: str) -> Tuple[List[Any], Optional[RuntimeError]]:
+def _hook_reason(module: str) -> str:
+    return CHECKPOINT_UNSEEN if module == regions.CHECKPOINT_MODULE else HOOK_UNSEEN
+
+
+def _read(node: Any, attribute: str) -> Tuple[List[Any], Optional[RuntimeError], Optional[str]]:
     """Read ``node._saved_<attribute>`` (a custom Function's ``saved_tensors``): its values, or the error it raises
-    (error 1 or error 2). Only for entries no hook packed (``unpack_hook_reason``)."""
+    (error 1 or error 2), or why it was left unread (on a torch that does not show unpack hooks, a hook that would
+    have run). Only for entries no hook is known to have packed (``unpack_hook_reason``)."""
     name = f"{SAVED_PREFIX}{attribute}"
-    try:
-        value = getattr(node, name if hasattr(type(node), name) or attribute != "tensors" else "saved_tensors")
-    except RuntimeError as error:
-        return [], error
-    return (list(value) if isinstance(value, (list, tuple)) else [value]), None
+    name = name if hasattr(type(node), name) or attribute != "tensors" else "saved_tensors"
+    if not hook_probe.hooks_shown():
+        probe = hook_probe.read_saved(node, name)
+        if probe.hook_module is not None:
+            return [], None, _hook_reason(probe.hook_module)
+        if probe.error is not None:
+            return [], probe.error, None
+        value = probe.value
+    else:
+        try:
+            value = getattr(node, name)
+        except RuntimeError as error:
+            return [], error, None
+    return (list(value) if isinstance(value, (list, tuple)) else [value]), None, None
 
 
 def _owner_by_version(version: int, shape: Tuple[int, ...], params: Mapping[str, torch.Tensor]) -> Optional[str]:
@@ -229,7 +245,6 @@ def _stale(node: Any, label: str, raw: Any, error: RuntimeError, params: Mapping
                        details.version_now, owner, node)
 
 
-@regions.one_look
 def saved_tensors_of(node: Any, params: Any = None) -> List[SavedTensor]:
     """The tensors ``node`` saved, with their state; ``params`` names parameters (any form the tools take).
 
@@ -258,10 +273,12 @@ def _saved_tensors_of(node: Any, params: Mapping[str, torch.Tensor], names: Mapp
                 found.append(SavedTensor(name, label, State.UNSEEN, None, None, None, None, node,
                                          reason or (CHECKPOINT_UNSEEN if packed_by_checkpoint else HOOK_UNSEEN)))
             continue
-        values, error = _read(node, attribute)
+        values, error, unread = _read(node, attribute)
         for index, raw in enumerate(entries):
             label = attribute if len(entries) == 1 else f"{attribute}[{index}]"
-            if error is not None and KINDS["backward-twice"].matches(error):
+            if unread is not None:
+                found.append(SavedTensor(name, label, State.UNSEEN, None, None, None, None, node, unread))
+            elif error is not None and KINDS["backward-twice"].matches(error):
                 found.append(SavedTensor(name, label, State.FREED, None, None, None, None, node))
             elif error is not None:
                 found.append(_stale(node, label, raw, error, params, names))
@@ -272,7 +289,6 @@ def _saved_tensors_of(node: Any, params: Mapping[str, torch.Tensor], names: Mapp
     return found
 
 
-@regions.one_look
 def saved_tensors(
     outputs: Outputs,
     params: Any = None,
@@ -303,7 +319,6 @@ def iter_problems(saved: Sequence[SavedTensor]) -> Iterator[SavedTensor]:
     return (s for s in saved if s.state in (State.FREED, State.STALE))
 
 
-@regions.one_look
 def saved_bytes(outputs: Outputs, params: Any = ()) -> int:
     """Bytes of the storages the graph's alive saved tensors use, each storage once, parameters' excluded.
 
@@ -317,7 +332,7 @@ def saved_bytes(outputs: Outputs, params: Any = ()) -> int:
     for saved in saved_tensors(outputs):
         if saved.state is not State.ALIVE:
             continue
-        node_value, _ = _read(saved.node, saved.attribute.split("[")[0])
+        node_value, _, _ = _read(saved.node, saved.attribute.split("[")[0])
         for value in node_value if isinstance(node_value, (tuple, list)) else [node_value]:
             if isinstance(value, torch.Tensor):
                 storage = value.untyped_storage()

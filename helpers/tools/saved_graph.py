@@ -25,7 +25,7 @@ from helpers.tools.graph import (
 )
 from helpers.tools.module_calls import Box
 from helpers.tools.module_graph import REGION_STYLE, region_boxes
-from helpers.tools.regions import notes_hidden_checkpoints, opaque_region
+from helpers.tools.regions import opaque_region
 from helpers.tools.saved import SavedTensor, State, _saved_tensors_of, graph_nodes, model_of_nodes
 
 # Each model is a labelled box (a cluster), so models read without color; each node's fill says which losses reach it.
@@ -82,7 +82,7 @@ def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str], reg
             names.append("legend_region")
             legend.node(names[-1], "checkpointed or compiled region:\nits saved tensors not read", **REGION_STYLE)
         labels = {State.ALIVE: "saved: alive vN", State.FREED: "saved: freed", State.STALE: "saved: stale vM->vN",
-                  State.UNSEEN: "saved: not read"}
+                  State.UNSEEN: "saved: not read (a hook packed it)"}
         for state, style in SAVED_STYLES.items():
             if state is State.UNSEEN and not unseen:
                 continue
@@ -92,7 +92,6 @@ def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str], reg
             legend.edge(names[index], names[index + 1], style="invis")
 
 
-@notes_hidden_checkpoints
 def draw_saved_graph(
     losses: Any, model_outputs: Any = None, params: Any = None, show_saved: bool = True, full: Optional[bool] = None
 ) -> GraphPicture:

@@ -122,7 +122,7 @@ def test_one_tensor_sent_twice_is_stored_once_and_comes_back_as_two() -> None:
 
 
 def test_tensors_torch_cannot_send_as_data_are_opaque() -> None:
-    for tensor in (torch.ones(2, dtype=torch.float8_e4m3fn), torch.ones(2, device="meta"),
+    for tensor in (torch.ones(2).to(torch.float8_e4m3fn), torch.ones(2, device="meta"),  # torch 2.4 cannot fill float8
                    torch.eye(2).to_sparse(), torch.ones(2, dtype=torch.uint16)):
         back = round_trip(tensor)
         assert isinstance(back, Opaque) and type(back).__name__ == "Tensor"

@@ -14,7 +14,7 @@ from torch.utils.checkpoint import checkpoint
 
 from helpers.tools import graph
 from helpers.tools.graph import FULL_DRAWING_MAX_NODES, draw_graph, draw_module_graph, named_parameters
-from helpers.tools.regions import COMPILED, NON_REENTRANT_CHECKPOINT, REENTRANT_CHECKPOINT, hooks_shown
+from helpers.tools.regions import COMPILED, NON_REENTRANT_CHECKPOINT, REENTRANT_CHECKPOINT
 from helpers.tools.saved import graph_nodes
 from helpers.tools.saved_graph import draw_saved_graph
 
@@ -95,13 +95,10 @@ def test_an_opaque_region_is_one_labelled_box_and_drawing_changes_nothing(kind: 
         picture = draw(loss, block_out, models)
         assert_same_state(before, state_of(models))
         assert isinstance(picture.digraph, graphviz.Digraph), f"{name}: {picture.problem}"
-        if kind == "non-reentrant" and not hooks_shown():  # this torch cannot show the region: the picture says so
-            assert "does not show which nodes a non-reentrant checkpoint packed" in (picture.note or ""), name
-        else:
-            assert KINDS[kind] in picture.digraph.source, f"{name}: no box labelled {KINDS[kind]!r}"
-            assert KINDS[kind] in picture.text, name
-            if graph.dot_available():
-                assert KINDS[kind] in picture.svg(), name
+        assert KINDS[kind] in picture.digraph.source, f"{name}: no box labelled {KINDS[kind]!r}"
+        assert KINDS[kind] in picture.text, name
+        if graph.dot_available():
+            assert KINDS[kind] in picture.svg(), name
         assert_same_state(before, state_of(models))
     assert models["block"].net[1].num_batches_tracked.item() == counted, "a drawing re-ran the BatchNorm"
 
@@ -125,9 +122,6 @@ def test_after_a_backward_that_freed_the_graph_every_region_still_draws(kind: st
 
 
 def test_a_non_reentrant_region_is_one_box_holding_its_packed_nodes() -> None:
-    if not hooks_shown():
-        pytest.skip("this torch does not show a saved tensor's unpack hook: the region cannot be found (the drawing "
-                    "says so: test_an_opaque_region_is_one_labelled_box_and_drawing_changes_nothing)")
     models, block_out, loss = step_code("non-reentrant")
     source = draw_graph(loss, models).digraph.source
     assert source.count(NON_REENTRANT_CHECKPOINT) == 1, "one box, not one per node"
@@ -256,9 +250,6 @@ def test_a_compiled_region_says_whose_parameters_it_reads_and_the_text_marks_eve
     assert "stem (Linear)" in text and "head (Linear)" in text
     models, block_out, loss = step_code("non-reentrant")
     lines = graph.graph_as_text(loss, models).splitlines()
-    if not hooks_shown():  # the region cannot be found on this torch: the text's first line says so
-        assert "does not show which nodes a non-reentrant checkpoint packed" in lines[0], lines[0]
-        return
     marked = [line.split()[1] for line in lines if NON_REENTRANT_CHECKPOINT in line]
     # the block's nodes that saved tensors (Dropout's is MulBackward0); not the stem's and head's Addmm
     assert sorted(marked) == ["AddmmBackward0", "AddmmBackward0", "MulBackward0", "NativeBatchNormBackward0",

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from helpers.tools import diagnose, expect_error, record_parameters, regions, relative_error
+from helpers.tools import diagnose, expect_error, hook_probe, record_parameters, relative_error
 from helpers.tools.diagnosis import Diagnosis
 from helpers.tools.opaque import REENTRANT_REFUSAL
 
@@ -38,17 +38,6 @@ def agree(report: Diagnosis, call: Callable[[], Any]) -> None:
         return
     with expect_error(report.prediction, show=False):
         call()
-
-
-def hidden_here(report: Diagnosis, how: str) -> bool:
-    """True where this torch cannot show a saved tensor's unpack hook and ``how`` is a non-reentrant checkpoint:
-    then no saved tensor may be read, and the report must say it cannot see them, and no more."""
-    if how != "non-reentrant" or regions.hooks_shown():
-        return False
-    assert report.cannot_tell and report.will_fail is None, str(report)
-    assert any("does not show which nodes a non-reentrant checkpoint packed" in line for line in report.unseen), \
-        str(report)
-    return True
 
 
 class Net(nn.Module):
@@ -112,13 +101,14 @@ def test_a_step_on_a_checkpointed_block_is_a_silently_different_gradient(how: st
     record = record_parameters(net)
     step_between(net, fused, modules=("block",))
     report = diagnose(loss, net, recorded=record)
-    if hidden_here(report, how):
-        agree(report, loss.backward)
-        return
     changed = {change.parameter for change in report.silent_changes}
     assert changed == {"block.0.weight", "block.0.bias", "block.2.weight", "block.2.bias"}, str(report)
     assert report.wrong_values and "silently differ" in str(report), str(report)
-    assert report.will_fail is False and not report.unseen, str(report)
+    if how == "non-reentrant" and not hook_probe.hooks_shown():  # torch 2.4: the checkpoint's inputs cannot be found
+        assert report.will_fail is None and all("inputs are kept" in line for line in report.unseen) and \
+            report.unseen, str(report)
+    else:
+        assert report.will_fail is False and not report.unseen, str(report)
     loss.backward()
     assert relative_error(net.stem.weight.grad, reference["stem.weight"]) > 0.01
     assert relative_error(net.block[0].weight.grad, reference["block.0.weight"]) > 0.01
@@ -131,9 +121,6 @@ def test_a_step_on_every_weight_is_error_2_outside_the_checkpoint_and_a_change_i
     record = record_parameters(net)
     step_between(net)
     report = diagnose(loss, net, recorded=record)
-    if hidden_here(report, how):
-        agree(report, loss.backward)
-        return
     assert report.prediction == "inplace-version", str(report)
     assert "head.weight" in {s.parameter for s in report.problems}, str(report)
     assert "block.0.weight" in {change.parameter for change in report.silent_changes}, str(report)
@@ -145,9 +132,6 @@ def test_without_a_record_a_checkpoint_is_said_unseen(how: str) -> None:
     net = Net()
     loss = net(data(), how).pow(2).mean()
     report = diagnose(loss, net)
-    if hidden_here(report, how):
-        agree(report, loss.backward)
-        return
     assert report.cannot_tell and report.will_fail is None, str(report)
     assert any(f"use_reentrant={how == 'reentrant'}" in line and "record_parameters" in line
                for line in report.unseen), report.unseen
@@ -215,7 +199,9 @@ def test_a_checkpoints_input_changed_in_place_is_error_2(how: str) -> None:
     with torch.no_grad():
         hidden.add_(1)
     report = diagnose(loss, net)
-    if hidden_here(report, how):
+    if how == "non-reentrant" and not hook_probe.hooks_shown():  # torch 2.4: the inputs cannot be found
+        assert report.cannot_tell and any("inputs are kept where this tool cannot read them" in line
+                                          for line in report.unseen), str(report)
         agree(report, loss.backward)
         return
     assert report.prediction == "inplace-version", str(report)
@@ -268,7 +254,7 @@ def test_compiled_step_between_is_error_2_naming_the_weight() -> None:
     step_between(net, modules=("block",))
     report = diagnose(loss, net)
     assert report.prediction == "inplace-version", str(report)
-    if hasattr(torch._C._autograd.SavedTensor, "data"):  # older torch: a weight is named only when one fits
+    if hasattr(torch._C._autograd.SavedTensor, "data"):  # older torch: a stale tensor is named only when one fits
         assert any(s.parameter and s.parameter.startswith("block.") for s in report.problems), str(report)
     else:
         assert "next to block.0" in str(report), str(report)
@@ -279,11 +265,10 @@ def test_compiled_fused_step_between_is_a_silent_change_with_a_record() -> None:
     net, run = compiled_net()
     loss = _outputs_through(run)
     record = record_parameters(net)
-    versions = [p._version for p in net.block.parameters()]
     step_between(net, fused=True, modules=("block",))
     report = diagnose(loss, net, recorded=record)
-    if [p._version for p in net.block.parameters()] != versions:  # this build's fused Adam bumps versions: not
-        agree(report, loss.backward)  # silent, so what the saved tensors say is the verdict (torch 2.4)
+    if report.prediction is not None:  # this build's fused Adam bumps versions: error 2, as for the plain step
+        agree(report, loss.backward)
         return
     changed = {change.parameter for change in report.silent_changes}
     assert {"block.0.weight", "block.2.weight"} <= changed, str(report)

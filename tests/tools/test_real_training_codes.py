@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from helpers.tools import classify, diagnose, draw_graph, draw_saved_graph, record_parameters
-from helpers.tools.regions import NON_REENTRANT_CHECKPOINT, hooks_shown, opaque_region
+from helpers.tools.regions import opaque_region
 from tests.tools import real_training_codes as codes
 from tests.tools.real_training_codes import RUNS, WRONG_VALUES, Call, Context, Variant
 from tests.tools.state_hash import assert_same_state, state_of
@@ -212,18 +212,12 @@ def test_the_verdict_is_what_pytorch_does_and_asking_changes_nothing(case: Tuple
     variant, index = case
     skip_if_cannot_compile(variant)
     report, actual, happened, regions, side_effects = ask_and_run(variant, index)
-    # Where torch cannot show a saved tensor's unpack hook, a non-reentrant checkpoint's nodes cannot be found; the
-    # tools then read nothing while it is alive, and must say so.
-    hidden = variant.opaque == NON_REENTRANT_CHECKPOINT and not hooks_shown()
-    declared = {variant.opaque} if variant.opaque and not hidden else set()
+    declared = {variant.opaque} if variant.opaque else set()
     # After an earlier backward, a non-reentrant checkpoint's packed tensors are freed and its nodes look plain.
     assert regions == declared or (index > 0 and regions <= declared), \
         f"the graph's opaque regions are {regions}, the variant says {declared}"
-    if hidden and index == 0:
-        assert any("does not show which nodes a non-reentrant checkpoint packed" in line for line in report.unseen), \
-            str(report)
     right = agrees(report, actual)
-    excused = not right and (bool(regions) or hidden) and says_it_cannot_see(report)
+    excused = not right and bool(regions) and says_it_cannot_see(report)
     problems = [] if right or excused else [
         f"the tool said: {verdict(report)}; PyTorch: {actual} ({happened})\n--- the report ---\n{report}"]
     assert not problems + side_effects, "\n".join(problems + side_effects)

@@ -109,7 +109,7 @@ def test_a_stale_tensor_is_named_where_torch_has_no_saved_tensor_data():
         m2[2].weight.add_(1)
     assert m1[2].weight._version == m2[2].weight._version
     node = o2.grad_fn  # M2's head: AddmmBackward0
-    _, error = _read(node, "mat2")
+    _, error, _ = _read(node, "mat2")
 
     class OldSavedTensor:  # torch 2.4-2.6: SavedTensor has no .data
         pass
