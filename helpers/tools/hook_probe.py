@@ -1,11 +1,12 @@
 """Reading a node's saved tensors on a torch that does not show their unpack hooks, without letting a hook run.
 
 Newer torch releases show the hook a saved tensor was packed with (``SavedTensor.unpack_hook``), so the tools can
-leave it unread. Older ones do not (2.4 to 2.11, measured): the only way to know is to read it. ``read_saved`` reads with a
-trace function set that raises at the first Python call. Unpacking a tensor no hook packed runs no Python code, so it
-reads as usual; a hook is a Python function, so it is stopped before its first line, and the module it comes from
-(``torch.utils.checkpoint`` for a checkpoint, which would recompute its block) is reported instead. Nothing is
-changed: the hook never starts, and the trace function and the garbage collector are restored at once.
+leave it unread. Older ones do not (2.4 to 2.11, measured): the only way to know is to read it. ``read_saved``
+reads with a trace function set that raises at the first Python call. Unpacking a tensor no hook packed runs no
+Python code, so it reads as usual; a hook is a Python function, so it is stopped before its first line, and the
+module it comes from (``torch.utils.checkpoint`` for a checkpoint, which would recompute its block) is reported
+instead. Nothing is changed: the hook never starts, and the trace function and the garbage collector are restored
+at once.
 """
 from __future__ import annotations
 

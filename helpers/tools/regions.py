@@ -7,8 +7,8 @@
   tools never unpack them.
 - ``torch.compile``: one ``CompiledFunctionBackward`` node; what it saved is inside the compiled graph.
 
-Older torch releases (2.4 to 2.11, measured) do not show a saved tensor's unpack hook (``SavedTensor.unpack_hook``); there
-``hook_probe`` tells whose hook would run, stopping it before its first line.
+Older torch releases (2.4 to 2.11, measured) do not show a saved tensor's unpack hook (``SavedTensor.unpack_hook``);
+there ``hook_probe`` tells whose hook would run, stopping it before its first line.
 """
 from __future__ import annotations
 
