@@ -4,7 +4,8 @@
   in the graph and is recomputed at backward time with the weights as they are then. PyTorch refuses it under
   ``torch.autograd.grad`` and ``backward(inputs=...)`` when it lies on the way.
 - A non-reentrant checkpoint: its nodes' saved tensors are never unpacked (that recomputes the block). Its inputs are
-  read from the checkpoint's frame (a version check, no recompute); its weights are the leaves its nodes reach, and a
+  read from the checkpoint's frame (a version check, no recompute) where torch shows the unpack hook and has
+  ``SavedTensor.unpack``, and said unseen elsewhere (torch 2.4); its weights are the leaves its nodes reach, and a
   record says whether they changed since the forward pass.
 - A ``torch.compile`` region: its saved tensors are read like any node's; whether its compiled backward refuses
   ``retain_graph=True`` (donated buffers) is not seen.
