@@ -30,6 +30,7 @@ parameters whose value or ``.grad`` is not the same on all of them.
 """
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -101,6 +102,33 @@ def _reducer_parameters(model: DistributedDataParallel) -> Dict[str, nn.Paramete
     return {name: p for name, p in model.module.named_parameters() if p.requires_grad and name not in ignored}
 
 
+@functools.lru_cache(maxsize=1)
+def _post_accumulate_hook_sees_no_gradient() -> bool:
+    """Whether this torch calls a post-accumulate-grad hook when a backward brings a leaf no gradient (None): torch
+    2.13 does, 2.4 does not. Measured once, on a tensor of its own."""
+    class NoGradient(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, tensor: torch.Tensor) -> torch.Tensor:
+            return tensor.clone()
+
+        @staticmethod
+        def backward(ctx: Any, gradient: torch.Tensor) -> None:
+            return None
+
+    called: List[bool] = []
+    leaf = torch.zeros(1, requires_grad=True)
+    leaf.register_post_accumulate_grad_hook(lambda tensor: called.append(True))
+    with torch.enable_grad():
+        NoGradient.apply(leaf).sum().backward()
+    return bool(called)
+
+
+def _accumulator(parameter: torch.Tensor) -> Any:
+    """The node that accumulates ``parameter``'s gradient (the one DDP hooks)."""
+    with torch.enable_grad():
+        return parameter.view_as(parameter).grad_fn.next_functions[0][0]
+
+
 def _reached_leaves(output: Any) -> Set[int]:
     """``id`` of every leaf tensor the autograd graph of ``output`` leads to, finding tensors in ``output`` as DDP
     does (lists, tuples, dicts, dataclasses)."""
@@ -141,6 +169,7 @@ class ReductionWatch:
         self._owner: Dict[int, _Wrapper] = {}
         self._tensors: Dict[int, torch.Tensor] = {}
         self._handles: List[Any] = []
+        self._accumulators: List[Any] = []
         for label, model in self.models.items():
             reduced = _reducer_parameters(model)
             parameters = {id(p): _Parameter(f"{label}.{name}") for name, p in reduced.items()}
@@ -152,8 +181,12 @@ class ReductionWatch:
             for parameter in reduced.values():
                 self._owner[id(parameter)] = wrapper
                 self._tensors[id(parameter)] = parameter
-                self._handles.append(parameter.register_hook(self._computed(wrapper, parameter)))
+                self._handles.append(parameter.register_hook(self._computed(wrapper.parameters[id(parameter)])))
                 self._handles.append(parameter.register_post_accumulate_grad_hook(self._accumulated(wrapper)))
+                if parameter.requires_grad and not _post_accumulate_hook_sees_no_gradient():
+                    accumulator = _accumulator(parameter)  # held, as DDP holds it: the same node every backward
+                    self._accumulators.append(accumulator)
+                    self._handles.append(accumulator.register_hook(self._no_gradient(wrapper, id(parameter))))
         # After the step, not before it: a closure passed to step() computes the gradients the step uses.
         self._handles.append(register_optimizer_step_post_hook(self._after_step))
 
@@ -196,25 +229,22 @@ class ReductionWatch:
 
     # ------------------------------------------------------------------ gradients
 
-    def _computed(self, wrapper: _Wrapper, parameter: torch.Tensor) -> Any:
-        state, key, reference = wrapper.parameters[id(parameter)], id(parameter), weakref.ref(parameter)
-
+    def _computed(self, state: _Parameter) -> Any:
         def hook(gradient: Optional[torch.Tensor]) -> None:
-            if gradient is not None:
+            if gradient is not None:  # None: an output the loss does not use (DDP's _DDPSink passes None for it)
                 state.computed += 1
-                return
-            # No gradient (an output of the wrapper the loss does not use: DDP passes None for it). DDP's own hook on
-            # the parameter's accumulator still marks it ready; torch 2.4 calls no post-accumulate hook for it, newer
-            # releases do. At the end of this backward, mark it as DDP did if no post-accumulate hook did.
-            accumulated = state.accumulated
+        return hook
 
-            def after_backward() -> None:
-                if state.accumulated == accumulated and reference() is not None and wrapper.expecting and (
-                        key in wrapper.expected and key not in wrapper.marked):
-                    wrapper.marked.add(key)
-                    if wrapper.marked >= wrapper.expected:
-                        self._reduction_done(wrapper)
-            torch.autograd.Variable._execution_engine.queue_callback(after_backward)
+    def _no_gradient(self, wrapper: _Wrapper, key: int) -> Any:
+        """For torch that calls no post-accumulate hook when a backward brings a parameter no gradient: DDP's hook
+        on the parameter's accumulator still marks it ready, and so does this one, on the same node."""
+        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+            if any(gradient is not None for gradient in grad_outputs):
+                return  # a gradient: the post-accumulate hook follows it
+            if wrapper.expecting and key in wrapper.expected and key not in wrapper.marked:
+                wrapper.marked.add(key)
+                if wrapper.marked >= wrapper.expected:
+                    self._reduction_done(wrapper)
         return hook
 
     def _accumulated(self, wrapper: _Wrapper) -> Any:
@@ -378,6 +408,7 @@ class ReductionWatch:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        self._accumulators.clear()
 
 
 def _shown(names: List[str]) -> str:

@@ -2,11 +2,16 @@
 
 Newer torch releases show the hook a saved tensor was packed with (``SavedTensor.unpack_hook``), so the tools can
 leave it unread. Older ones do not (2.4 to 2.11, measured): the only way to know is to read it. ``read_saved``
-reads with a trace function set that raises at the first Python call. Unpacking a tensor no hook packed runs no
-Python code, so it reads as usual; a hook is a Python function, so it is stopped before its first line, and the
-module it comes from (``torch.utils.checkpoint`` for a checkpoint, which would recompute its block) is reported
-instead. Nothing is changed: the hook never starts, and the trace function and the garbage collector are restored
-at once.
+reads with a trace function set that raises at the first Python call. Torch calls the unpack hook before anything
+else, so a hook written in Python (a function, a method, a ``functools.partial``, an object with ``__call__``) is
+stopped before its first line, and the module it comes from (``torch.utils.checkpoint`` for a checkpoint, which
+would recompute its block) is reported instead. When the first Python call is a tensor subclass's
+``__torch_dispatch__`` or ``__torch_function__`` (wrapping the value read, on torch 2.4), no hook was involved and
+the read goes on; other Python code torch runs while reading is reported as a hook (not read). The trace function
+and the garbage collector are restored at once.
+
+What it cannot stop: an unpack hook that is a C function (a builtin such as ``dict.pop``) runs, since no Python
+frame starts. When such a read raises something other than PyTorch's ``RuntimeError``, it is reported as a hook.
 """
 from __future__ import annotations
 
@@ -41,9 +46,22 @@ class _HookWouldRun(Exception):
         self.module = module
 
 
-def _stop_first_call(frame: Any, event: str, arg: Any) -> None:
-    if event == "call":
-        raise _HookWouldRun(str(frame.f_globals.get("__name__", "?")))
+WRAPPING = ("__torch_dispatch__", "__torch_function__")  # a tensor subclass wrapping the value: no hook ran first
+
+
+class _FirstCallStopper:
+    """A trace function: raises at the first Python call, unless that call is a subclass wrapping the value."""
+
+    def __init__(self) -> None:
+        self.wrapping = False
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and not self.wrapping:
+            if frame.f_code.co_name in WRAPPING:
+                self.wrapping = True
+                return None
+            raise _HookWouldRun(str(frame.f_globals.get("__name__", "?")))
+        return None
 
 
 def saved_names(node: Any) -> List[str]:
@@ -57,19 +75,22 @@ def saved_names(node: Any) -> List[str]:
 
 
 def read_saved(node: Any, name: str) -> Probe:
-    """Read ``getattr(node, name)`` unless a saved-tensor hook would run; never lets one run."""
+    """Read ``getattr(node, name)`` unless a saved-tensor hook would run; never lets a Python hook run."""
     previous, collecting = sys.gettrace(), gc.isenabled()
     value: Any = None
     hook_module: Optional[str] = None
     error: Optional[RuntimeError] = None
     gc.disable()  # no finalizer may start (and be stopped) while the trace function is set
-    sys.settrace(_stop_first_call)  # from here to the restore, no Python function may be called
+    stopper = _FirstCallStopper()
+    sys.settrace(stopper)  # from here to the restore, no Python function may be called
     try:
         value = getattr(node, name)
     except _HookWouldRun as stopped:
         hook_module = stopped.module
     except RuntimeError as raised:
         error = raised
+    except Exception as raised:  # not PyTorch's: a hook written in C ran and failed
+        hook_module = f"a hook that is not a Python function ({type(raised).__name__})"
     finally:
         sys.settrace(previous)
         if collecting:

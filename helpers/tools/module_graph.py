@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from helpers.tools.module_calls import Box, ModuleCalls
-from helpers.tools.regions import COMPILED, NON_REENTRANT_CHECKPOINT, REENTRANT_CHECKPOINT, opaque_region
+from helpers.tools.regions import (
+    COMPILED,
+    NON_REENTRANT_CHECKPOINT,
+    REENTRANT_CHECKPOINT,
+    opaque_region,
+    regions_on_the_way,
+)
 from helpers.tools.traversal import children
 
 # What the tools know about each kind of region, said in the box under its kind.
@@ -65,6 +71,10 @@ def region_boxes(nodes: Sequence[Any]) -> Dict[int, RegionBox]:
         for child in children(node):
             if kinds.get(id(child)) == NON_REENTRANT_CHECKPOINT:
                 parent[root(id(child))] = root(id(node))
+    for region in regions_on_the_way(nodes):  # one block's packed nodes, joined through nodes that save nothing
+        members = [id(member) for member in region.nodes if id(member) in kinds]  # (a skip connection's add)
+        for key in members[1:]:
+            parent[root(key)] = root(members[0])
     boxes: Dict[int, RegionBox] = {}
     found: Dict[int, RegionBox] = {}
     for node in nodes:

@@ -132,7 +132,8 @@ def _owner(tensor: Optional[torch.Tensor], names: Mapping[int, str],
            params: Optional[Mapping[str, torch.Tensor]] = None) -> Optional[str]:
     """The name of the parameter ``tensor`` is, or is a view of (``weight.t()``), else None. A saved tensor that is
     neither the parameter's object nor a view of it (a compiled region's comes back as another object on torch 2.4)
-    is named by the one parameter with as many elements starting at the same address."""
+    is named by the one parameter laid out on the same memory (same start, sizes and strides, in any order:
+    ``weight.t()``)."""
     if not isinstance(tensor, torch.Tensor):
         return None
     found = names.get(id(tensor)) or (names.get(id(tensor._base)) if tensor._base is not None else None)
@@ -141,7 +142,9 @@ def _owner(tensor: Optional[torch.Tensor], names: Mapping[int, str],
     address = _address(tensor)
     if address is None:
         return None
-    same = [name for name, p in params.items() if p.numel() == tensor.numel() and _address(p) == address]
+    layout = sorted(zip(tensor.shape, tensor.stride()))  # the same memory: a permutation of the same layout
+    same = [name for name, p in params.items() if p.numel() == tensor.numel() and _address(p) == address
+            and sorted(zip(p.shape, p.stride())) == layout]
     return same[0] if len(same) == 1 else None
 
 

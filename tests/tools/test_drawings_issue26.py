@@ -260,3 +260,26 @@ def test_a_third_argument_in_draw_saved_graphs_order_is_refused() -> None:
     generator, _, fake, loss = gan()
     picture = draw_graph(loss, None, {"G": generator})
     assert picture.mistake is not None and "full is True, False or None" in picture.mistake
+
+
+def test_a_checkpointed_block_with_a_skip_connection_is_one_box() -> None:
+    """The skip connection's add saves nothing: it joins the block's two halves, which stay one region."""
+    class Residual(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv1, self.norm1 = nn.Conv2d(3, 3, 3, padding=1), nn.BatchNorm2d(3)
+            self.conv2, self.norm2 = nn.Conv2d(3, 3, 3, padding=1), nn.BatchNorm2d(3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.norm2(self.conv2(torch.relu(self.norm1(self.conv1(x))))) + x)
+
+    torch.manual_seed(0)
+    stem, block, head = nn.Conv2d(3, 3, 1), Residual(), nn.Linear(48, 1)
+    hidden = checkpoint(block, stem(torch.randn(2, 3, 4, 4)), use_reentrant=False)
+    loss = head(hidden.flatten(1)).pow(2).mean()
+    models = {"stem": stem, "block": block, "head": head}
+    counted = block.norm1.num_batches_tracked.item()
+    assert draw_graph(loss, models).digraph.source.count(NON_REENTRANT_CHECKPOINT) == 1
+    saved = draw_saved_graph({"loss": loss}, {"block": hidden}, models).digraph.source
+    assert saved.count(NON_REENTRANT_CHECKPOINT) == 1
+    assert block.norm1.num_batches_tracked.item() == counted
