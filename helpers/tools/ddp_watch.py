@@ -239,13 +239,17 @@ class ReductionWatch:
         """For torch that calls no post-accumulate hook when a backward brings a parameter no gradient: DDP's hook
         on the parameter's accumulator still marks it ready, and so does this one, on the same node."""
         def hook(grad_inputs: Any, grad_outputs: Any) -> None:
-            if any(gradient is not None for gradient in grad_outputs):
-                return  # a gradient: the post-accumulate hook follows it
-            if wrapper.expecting and key in wrapper.expected and key not in wrapper.marked:
-                wrapper.marked.add(key)
-                if wrapper.marked >= wrapper.expected:
-                    self._reduction_done(wrapper)
+            if wrapper.expecting and all(gradient is None for gradient in grad_outputs):  # else: post-accumulate
+                self._mark_ready(wrapper, key)
         return hook
+
+    def _mark_ready(self, wrapper: _Wrapper, key: int) -> None:
+        """DDP marks the parameter ready; the last one it expects starts the averaging at this backward's end."""
+        if key in wrapper.marked or key not in wrapper.expected:
+            return  # DDP raises "mark a variable ready only once", or does not wait for it
+        wrapper.marked.add(key)
+        if wrapper.marked >= wrapper.expected:
+            self._reduction_done(wrapper)
 
     def _accumulated(self, wrapper: _Wrapper) -> Any:
         def hook(parameter: torch.Tensor) -> None:
@@ -254,11 +258,7 @@ class ReductionWatch:
             state.grad_seen = weakref.ref(parameter.grad) if parameter.grad is not None else None
             wrapper.accumulated_since_forward.add(id(parameter))
             if wrapper.expecting:
-                if id(parameter) in wrapper.marked or id(parameter) not in wrapper.expected:
-                    return                                    # DDP raises "mark a variable ready only once"
-                wrapper.marked.add(id(parameter))
-                if wrapper.marked >= wrapper.expected:        # the last one: DDP averages at this backward's end
-                    self._reduction_done(wrapper)
+                self._mark_ready(wrapper, id(parameter))
                 return
             how = {"module": THROUGH_MODULE, "no_sync": UNDER_NO_SYNC, "wrapper": SECOND_BACKWARD,
                    None: BEFORE_WATCH}[wrapper.last_forward]

@@ -64,14 +64,16 @@ class _FirstCallStopper:
         return None
 
 
+def read_name(node: Any, attribute: str) -> str:
+    """The name to read saved ``attribute`` by: ``_saved_mat1``, or ``saved_tensors`` for a custom Function's."""
+    name = f"{SAVED_PREFIX}{attribute}"
+    return name if hasattr(type(node), name) or attribute != "tensors" else "saved_tensors"
+
+
 def saved_names(node: Any) -> List[str]:
     """The names to read ``node``'s tensor-valued saved attributes by (``_saved_mat1``; ``saved_tensors``)."""
-    names = []
-    for attribute in dir(node):
-        if attribute.startswith(f"_raw{SAVED_PREFIX}"):
-            name = f"{SAVED_PREFIX}{attribute[len(f'_raw{SAVED_PREFIX}'):]}"
-            names.append(name if hasattr(type(node), name) or name != "_saved_tensors" else "saved_tensors")
-    return names
+    prefix = f"_raw{SAVED_PREFIX}"
+    return [read_name(node, attribute[len(prefix):]) for attribute in dir(node) if attribute.startswith(prefix)]
 
 
 def read_saved(node: Any, name: str) -> Probe:

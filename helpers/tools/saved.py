@@ -25,7 +25,7 @@ from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.errors import KINDS, parse_version_error
 
 Outputs = Union[torch.Tensor, Sequence[torch.Tensor], Mapping[str, torch.Tensor]]
-SAVED_PREFIX = "_saved_"
+SAVED_PREFIX = hook_probe.SAVED_PREFIX
 
 
 class State(str, Enum):
@@ -173,7 +173,7 @@ def unpack_hook_reason(entry: Any) -> Optional[str]:
     hook = getattr(entry, "unpack_hook", None)
     if hook is None:
         return None
-    return CHECKPOINT_UNSEEN if getattr(hook, "__module__", "") == "torch.utils.checkpoint" else HOOK_UNSEEN
+    return _hook_reason(getattr(hook, "__module__", ""))
 
 
 def _hook_reason(module: str) -> str:
@@ -184,8 +184,7 @@ def _read(node: Any, attribute: str) -> Tuple[List[Any], Optional[RuntimeError],
     """Read ``node._saved_<attribute>`` (a custom Function's ``saved_tensors``): its values, or the error it raises
     (error 1 or error 2), or why it was left unread (on a torch that does not show unpack hooks, a hook that would
     have run). Only for entries no hook is known to have packed (``unpack_hook_reason``)."""
-    name = f"{SAVED_PREFIX}{attribute}"
-    name = name if hasattr(type(node), name) or attribute != "tensors" else "saved_tensors"
+    name = hook_probe.read_name(node, attribute)
     if not hook_probe.hooks_shown():
         probe = hook_probe.read_saved(node, name)
         if probe.hook_module is not None:

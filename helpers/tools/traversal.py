@@ -145,8 +145,8 @@ def _sequence_number(node: Node) -> int:
 
 def nearest_parameters(node: Node, parameter_names: Dict[int, str], limit: int = 200) -> List[str]:
     """The names of the parameters closest below ``node`` (fewest nodes between), to say where a node sits."""
-    frontier, seen, visited = [node], {id(node): node}, 0  # seen keeps each node's Python object alive: a
-    # freed one's id could be reused by another node's
+    # seen keeps each node's Python object alive: a freed one's id could be reused by another node's
+    frontier, seen, visited = [node], {id(node): node}, 0
     while frontier and visited < limit:
         found = sorted({parameter_names[id(n.variable)] for n in frontier
                         if getattr(n, "variable", None) is not None and id(n.variable) in parameter_names})
