@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,8 @@ import nbformat
 from tests.paths import ROOT
 
 Expected = List[Tuple[str, str, str]]
+# The learners whose notebook never ends: only a time limit stops them (a cell that loops; a run stopped by SIGSTOP).
+NEVER_ENDING = ("loops", "attack12_stopper")
 
 WRONG_ANSWER = '''# EXERCISE: head_weight_grad
 def head_weight_grad(model, x, target):
@@ -600,3 +603,15 @@ def build_room(folder: Path, home: Path, outside: Path) -> Room:
     home.mkdir(parents=True, exist_ok=True)
     (home / "notes.txt").write_text("the teacher's notes", encoding="utf-8")
     return room
+
+
+def split_off(room: Room, folder: Path, learners: Tuple[str, ...], into: Path) -> Room:
+    """Move ``learners``' folders from the room at ``folder`` into a room of their own at ``into``: their
+    notebooks and expected verdicts go with them (none of them keeps or must leave out a file)."""
+    into.mkdir(parents=True, exist_ok=True)
+    moved = {}
+    for notebook in [name for name in room.expected if name.split("/")[0] in learners]:
+        moved[notebook] = room.expected.pop(notebook)
+    for learner in learners:
+        shutil.move(str(folder / learner), str(into / learner))
+    return Room(moved)
