@@ -27,6 +27,8 @@ from tests.paths import ROOT
 Expected = List[Tuple[str, str, str]]
 # The learners whose notebook never ends: only a time limit stops them (a cell that loops; a run stopped by SIGSTOP).
 NEVER_ENDING = ("loops", "attack12_stopper")
+# A solved notebook graded in their room, beside the stopped run and after the looping one: no stop may touch it.
+NEIGHBOUR = "zz_after_stops"
 
 WRONG_ANSWER = '''# EXERCISE: head_weight_grad
 def head_weight_grad(model, x, target):
@@ -615,3 +617,9 @@ def split_off(room: Room, folder: Path, learners: Tuple[str, ...], into: Path) -
     for learner in learners:
         shutil.move(str(folder / learner), str(into / learner))
     return Room(moved)
+
+
+def add_neighbour(room: Room, folder: Path, learner: str = NEIGHBOUR) -> None:
+    """Add ``learner``'s solved notebook 00 to the room at ``folder``, expected to pass."""
+    _write(_read(ROOT / "solutions" / "00_start_here.ipynb"), folder / learner / "00_start_here.ipynb")
+    room.expected[f"{learner}/00_start_here.ipynb"] = [("head_weight_grad", "passed", "Matched the reference")]

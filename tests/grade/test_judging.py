@@ -177,8 +177,8 @@ def test_the_grader_starts_again_isolated(monkeypatch: pytest.MonkeyPatch) -> No
 
 @pytest.mark.kernel  # the grader runs notebooks
 def test_a_killed_grader_leaves_a_partial_report_and_the_next_run_cleans_up(tmp_path: Path) -> None:
-    """The grader killed after its first notebook: grades.csv holds that notebook's row; the next run removes the
-    work folder the killed one left."""
+    """The grader killed after its first notebook: grades.csv holds that notebook's row; the next run (of any room)
+    removes the work folder the killed one left."""
     import shutil
     import signal
     import subprocess
@@ -219,7 +219,11 @@ def test_a_killed_grader_leaves_a_partial_report_and_the_next_run_cleans_up(tmp_
     left = list((temporary / "course-grade").glob("run-*"))
     assert left, "the killed grader's work folder should still be there"
     time.sleep(1)
-    (room / "b_second").rename(tmp_path / "b_second")  # the next run: only the first notebook
+    # The next run, on a room whose one notebook is not the course's (nothing to run): it cleans up first.
+    later = tmp_path / "later" / "notes"
+    later.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("notes")]), str(later / "a.ipynb"))
+    command[command.index(str(room))] = str(later.parent)
     done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert all(not path.exists() for path in left), done.stdout
