@@ -89,6 +89,7 @@ class _Run:
     """One grader run: its room, limits, TMPDIR, and what it printed."""
 
     folder: Path
+    room: Room
     limits: RoomLimits
     temporary: Path
     printed: str = ""
@@ -149,8 +150,8 @@ def rooms(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Graded]:
     add_neighbour(stopped_room, base / "never-ending")
     kept = _kept_files(room, home)
     before = {path: _hash(path) for path in kept}
-    runs = {"main": _Run(folder, MAIN_LIMITS, base / "tmp"),
-            "never ending": _Run(base / "never-ending", NEVER_ENDING_LIMITS, base / "tmp-never-ending")}
+    runs = {"main": _Run(folder, room, MAIN_LIMITS, base / "tmp"),
+            "never ending": _Run(base / "never-ending", stopped_room, NEVER_ENDING_LIMITS, base / "tmp-never-ending")}
     done = threading.Event()
     graders = [threading.Thread(target=_grade, args=(run, home, base, done)) for run in runs.values()]
     for grader in graders:
@@ -163,12 +164,11 @@ def rooms(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Graded]:
     survivors = _survivors(base)
     graded = {}
     for name, run in runs.items():
-        which = room if name == "main" else stopped_room
-        print(f"\nThe {name} room ({len(which.expected)} notebooks) was graded in {run.seconds:.0f} s with --jobs "
+        print(f"\nThe {name} room ({len(run.room.expected)} notebooks) was graded in {run.seconds:.0f} s with --jobs "
               f"{JOBS}.")
         assert not run.failure, run.failure
         assert run.returncode == 0, run.printed
-        graded[name] = Graded(name, run.folder, base, which, run.limits, run.printed, run.seconds, before, after,
+        graded[name] = Graded(name, run.folder, base, run.room, run.limits, run.printed, run.seconds, before, after,
                               run.most_private_folders, run.temporary / "course-grade", survivors)
     return graded
 
@@ -256,9 +256,8 @@ def test_nothing_outside_the_room_changed(graded: Graded) -> None:
     assert written == {"victim.txt", "grades.csv", "grades.html"}
 
 
-@pytest.mark.parametrize("name", ["main", "never ending"])
-def test_each_room_holds_only_its_reports_and_no_warning(rooms: Dict[str, Graded], name: str) -> None:
-    graded = rooms[name]
+def test_each_room_holds_only_its_reports_and_no_warning(each_room: Graded) -> None:
+    graded = each_room
     written = {path.name for path in graded.folder.iterdir() if path.is_file()} - {"victim.txt"}
     assert written == {"grades.csv", "grades.html"}
     warnings = [line for line in graded.printed.splitlines()
