@@ -71,6 +71,8 @@ RUN_ALL_DONE_JS = """
 }
 """
 
+RUN_ALL_RESULT_JS = "() => window.__courseRunAll.result"
+
 # Tag every cell's node with its index, for locators: [data-course-cell="5"].
 TAG_CELLS_JS = """
 () => window.jupyterapp.shell.currentWidget.content.widgets.forEach((cell, index) => {
@@ -115,30 +117,6 @@ READ_CELLS_JS = """
   const openDocuments = Array.from(window.jupyterapp.shell.widgets('main')).length;
   return {path: panel.context.path, kernel_status: kernel ? kernel.status : 'no kernel', open_documents: openDocuments,
           cells};
-}
-"""
-
-# Run every code cell twice in a row, top to bottom, as a learner who re-runs cells does (Run Selected Cell, twice).
-# Each run ends when its cell's execution has ended; an error does not stop the loop, the outputs show it.
-# Every code cell, twice in a row, top to bottom. A cell's outputs show only its last run, so each run's own result
-# is kept: notebook:run-cell resolves to false when the cell raised.
-RUN_EACH_CELL_TWICE_JS = """
-async () => {
-  const app = window.jupyterapp;
-  const notebook = app.shell.currentWidget.content;
-  let runs = 0;
-  const failed = [];
-  for (let index = 0; index < notebook.widgets.length; index++) {
-    if (notebook.widgets[index].model.type !== 'code') continue;
-    for (let time = 0; time < 2; time++) {
-      notebook.activeCellIndex = index;
-      notebook.deselectAll();
-      const ok = await app.commands.execute('notebook:run-cell');
-      runs++;
-      if (ok === false) failed.push([index, time + 1]);
-    }
-  }
-  return {runs, failed};
 }
 """
 
@@ -255,6 +233,11 @@ def run_all_and_wait(page: Page, timeout_ms: int = RUN_ALL_TIMEOUT_MS) -> bool:
     return True
 
 
+def run_all_result(page: Page) -> Optional[str]:
+    """What the last Run All's command resolved to: "true" when no cell raised, "false" when one did."""
+    return page.evaluate(RUN_ALL_RESULT_JS)
+
+
 def wait_for_widgets(page: Page, cell_indices: Iterable[int], timeout_ms: int = WIDGET_TIMEOUT_MS) -> None:
     """Give widget views and images time to appear; missing ones are reported by the checks, not here."""
     deadline = time.monotonic() + timeout_ms / 1000
@@ -349,7 +332,7 @@ def run_in_page(
     try:
         windowing_mode = open_notebook(page, url, path)
         finished = run_all_and_wait(page, run_all_timeout_ms)
-        run_all_result = page.evaluate("() => window.__courseRunAll.result")
+        result = run_all_result(page)
         page.evaluate(TAG_CELLS_JS)
         if finished:
             wait_for_widgets(page, widget_cells, widget_timeout_ms)
@@ -361,7 +344,7 @@ def run_in_page(
                 if click is not None:
                     clicks.append(click)
         run = NotebookRun(
-            path=live["path"], windowing_mode=windowing_mode, finished=finished, run_all_result=run_all_result,
+            path=live["path"], windowing_mode=windowing_mode, finished=finished, run_all_result=result,
             kernel_status=live["kernel_status"], open_documents=live["open_documents"], seconds=0.0,
             cells=[LiveCell.from_js(cell) for cell in live["cells"]], clicks=clicks,
         )

@@ -7,8 +7,8 @@ order, in a tab of its own that stays open:
 1. Run All in a fresh kernel, strict (COURSE_STRICT=1); what the page shows is read and a screenshot taken
    (the per-notebook checks of tests/browser/checks.py read it);
 2. the memory of the server and every kernel right after, and which kernels are alive;
-3. every code cell run twice more, each twice in a row, top to bottom, in the same kernel (a learner re-running
-   cells, and a second pass over the whole notebook);
+3. Run All again in the same kernel, without a restart: every code cell runs a second time, after the whole
+   notebook ran once (``run_all_again``; ``second_run_problems`` says what went wrong);
 4. after the first notebook, a cell that runs longer than the culling timeout, in its kernel, while the learner
    reads on: it must not be culled while busy.
 
@@ -43,10 +43,8 @@ from tests.browser import checks
 from tests.browser.lab_page import (
     APP_TIMEOUT_MS,
     KERNEL_ID_JS,
-    KERNEL_IDLE_JS,
     RUN_ALL_DONE_JS,
     RUN_ALL_TIMEOUT_MS,
-    RUN_EACH_CELL_TWICE_JS,
     TAG_CELLS_JS,
     VIEWPORT,
     LiveCell,
@@ -54,6 +52,7 @@ from tests.browser.lab_page import (
     open_notebook,
     read_cells,
     run_all_and_wait,
+    run_all_result,
     run_in_page,
 )
 from tests.browser.notebook_expectations import NotebookExpectations, read_expectations
@@ -87,17 +86,23 @@ RESTART_AND_RUN_ALL_JS = """
 """
 
 
+@dataclass(frozen=True)
+class SecondRun:
+    """Run All again, in the kernel of the first Run All: whether it ended, what it resolved to, the cells after it."""
+
+    finished: bool
+    result: Optional[str]
+    cells: List[LiveCell]
+
+
 @dataclass
 class SolvedNotebook:
-    """One solved notebook of the session: its expectations, the first Run All, and the re-run after it."""
+    """One solved notebook of the session: its expectations, the first Run All, and the second."""
 
     name: str
     expected: NotebookExpectations
     run: NotebookRun
-    rerun_cells: List[LiveCell] = field(default_factory=list)
-    rerun_count: int = 0           # cell executions the re-run asked for
-    rerun_failed: List[List[int]] = field(default_factory=list)  # [cell index, 1 or 2] of each run that raised
-    rerun_finished: bool = False   # the kernel was idle again after them
+    second: Optional[SecondRun] = None
 
 
 @dataclass
@@ -136,17 +141,33 @@ def _kernel_python(server: LabServer, kernel_id: Optional[str]) -> str:
     return ""
 
 
-def _rerun(page: Page, solved: SolvedNotebook) -> None:
-    """Step 3: every code cell twice in a row, in the kernel Run All used; then what the page shows."""
-    outcome = page.evaluate(RUN_EACH_CELL_TWICE_JS)
-    solved.rerun_count, solved.rerun_failed = outcome["runs"], outcome["failed"]
-    try:
-        page.wait_for_function(KERNEL_IDLE_JS, timeout=RUN_ALL_TIMEOUT_MS, polling=250)
-        solved.rerun_finished = True
-    except Exception:  # noqa: BLE001 - reported by the test as "did not finish"
-        solved.rerun_finished = False
+def run_all_again(page: Page) -> SecondRun:
+    """Step 3: Run All once more in the page's kernel, as it is after the first; then what the page shows."""
+    finished = run_all_and_wait(page)
+    result = run_all_result(page)
     page.evaluate(TAG_CELLS_JS)
-    solved.rerun_cells = [LiveCell.from_js(cell) for cell in read_cells(page)["cells"]]
+    return SecondRun(finished, result, [LiveCell.from_js(cell) for cell in read_cells(page)["cells"]])
+
+
+def second_run_problems(code_cells: Sequence[int], first: Sequence[LiveCell], second: Optional[SecondRun]) -> List[str]:
+    """What went wrong when Run All ran again after ``first``: it must end, no cell may raise, and every code cell
+    must have run again (Run All stops at a cell that raises, so the cells after it keep their first count)."""
+    if second is None:
+        return ["Run All did not finish, so nothing was run again"]
+    problems = []
+    if not second.finished:
+        problems.append("Run All, run again, did not finish")
+    elif second.result != "true":
+        problems.append(f"Run All, run again, resolved to {second.result!r}, not 'true': a cell raised")
+    last_first = max((first[index].execution_count or 0) for index in code_cells) if code_cells else 0
+    not_again = [index for index in code_cells
+                 if not (isinstance(second.cells[index].execution_count, int)
+                         and second.cells[index].execution_count > last_first)]
+    if not_again:
+        problems.append(f"cells that did not run again: {not_again}")
+    again = NotebookRun(path="", windowing_mode="", finished=second.finished, run_all_result=second.result,
+                        kernel_status="", open_documents=1, seconds=0.0, cells=second.cells)
+    return problems + checks.unexpected_errors(again)
 
 
 def _executed(page: Page) -> List[Optional[int]]:
@@ -233,7 +254,7 @@ def run_solved_session(chromium: Browser, notebooks: Sequence[Path], work: Path,
                 report.most_kernels_alive = max(report.most_kernels_alive, figures.kernels_alive)
                 solved[path.name] = SolvedNotebook(path.name, expected, run)
                 if run.finished:
-                    _rerun(page, solved[path.name])
+                    solved[path.name].second = run_all_again(page)
                 figures.seconds = time.monotonic() - started
                 report.notebooks.append(figures)
                 if number == 0:

@@ -21,16 +21,18 @@ from helpers.course.exercises.result import Status
 from tests.browser import checks
 from tests.browser.conftest import REPO_ROOT, LabServers
 from tests.browser.lab_page import (
-    KERNEL_IDLE_JS,
     RUN_ALL_TIMEOUT_MS,
-    RUN_EACH_CELL_TWICE_JS,
     VIEWPORT,
+    LiveCell,
     NotebookRun,
     drive_notebook,
     open_notebook,
+    read_cells,
     run_all_and_wait,
+    run_all_result,
 )
 from tests.browser.notebook_expectations import NotebookExpectations, read_expectations
+from tests.browser.solved_session import run_all_again, second_run_problems
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -298,16 +300,18 @@ def test_every_check_fails_on_a_broken_notebook(broken_notebook: BrowserResult) 
     assert len(clicks) == 1 and "revealed no answer" in clicks[0], clicks
 
 
-# Fine at Run All and at its second re-run; raises only at its first re-run, whose outputs the second replaces.
+# Fine at the first Run All; raises at the second, so that Run All stops there and the cell after it does not run again.
 SECOND_RUN_RAISES = "runs = globals().get('runs', 0) + 1\nif runs == 2:\n    raise ValueError('only on its second run')"
 
 
-def test_the_rerun_catches_a_cell_that_raises_only_once_of_its_two_runs(chromium: Browser, lab_servers: LabServers,
-                                                                         tmp_path: Path) -> None:
-    """What tests/browser/test_solved_course.py re-runs with: a raise its outputs no longer show is still caught."""
+def test_running_all_again_catches_a_cell_that_raises_only_the_second_time(chromium: Browser,
+                                                                           lab_servers: LabServers) -> None:
+    """What tests/browser/test_solved_course.py runs again with: a cell that raises only on its second run is caught,
+    and so is every cell Run All did not reach after it; a notebook that runs again cleanly has no problem."""
     server = lab_servers.get("notebooks")
     name = "zz_second_run_raises.ipynb"
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SECOND_RUN_RAISES),
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('fine')"),
+                                               nbformat.v4.new_code_cell(SECOND_RUN_RAISES),
                                                nbformat.v4.new_code_cell("print('fine')")])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, str(server.root_dir / name))
@@ -315,11 +319,17 @@ def test_the_rerun_catches_a_cell_that_raises_only_once_of_its_two_runs(chromium
     try:
         page = context.new_page()
         open_notebook(page, server.notebook_url(name), name)
-        assert run_all_and_wait(page, RUN_ALL_TIMEOUT_MS)
-        outcome = page.evaluate(RUN_EACH_CELL_TWICE_JS)
-        page.wait_for_function(KERNEL_IDLE_JS, timeout=RUN_ALL_TIMEOUT_MS, polling=250)
+        assert run_all_and_wait(page, RUN_ALL_TIMEOUT_MS) and run_all_result(page) == "true"
+        first = [LiveCell.from_js(cell) for cell in read_cells(page)["cells"]]
+        second = run_all_again(page)
+        third = run_all_again(page)  # runs == 3: nothing raises any more
     finally:
         context.close()
         shut_down_kernels(server)
         (server.root_dir / name).unlink(missing_ok=True)
-    assert outcome == {"runs": 4, "failed": [[0, 1]]}, outcome
+    problems = second_run_problems([0, 1, 2], first, second)
+    assert "resolved to 'false'" in problems[0], problems
+    assert problems[1] == "cells that did not run again: [2]", problems
+    assert "cell 1 raised ValueError: only on its second run" in problems[2], problems
+    assert all(problem.startswith("cell 1 ") for problem in problems[2:]), problems  # its error, in model and page
+    assert second_run_problems([0, 1, 2], second.cells, third) == []
