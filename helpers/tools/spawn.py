@@ -7,13 +7,16 @@
 - The backend is NCCL when there is a CUDA GPU per process, else gloo on the CPU (Colab's one GPU, a Mac, CI).
 - ``worker`` must be importable by name (defined at the top of a module, not in a notebook cell): a spawned process
   starts empty and imports it. Results travel back pickled; give CPU tensors.
-- ``use_fork_server()`` (the test suite calls it) starts later groups' processes from a fork server that imported
-  torch once, instead of a fresh interpreter each that imports torch again. Each process is a copy of that server,
-  not of the caller: it takes the caller's current environment variables, working folder and ``sys.path`` at each
-  call before the worker's module is imported, and draws fresh random seeds (torch's and ``random``'s), as a
-  spawned one does; what torch read from the environment when it loaded is the server's, and the ranks print to
-  the server's stdout and stderr. Off by default: the server stays alive, with torch loaded (a few hundred MB),
-  for as long as the calling process does.
+- ``use_fork_server()`` (the test suite and notebook 08 call it) starts later groups' processes from a fork server
+  that imported torch once, instead of a fresh interpreter each that imports torch again. Each process is a copy of
+  that server, not of the caller: it takes the caller's current environment variables, working folder and
+  ``sys.path`` at each call before the worker's module is imported, and draws fresh random seeds (torch's and
+  ``random``'s), as a spawned one does; what torch read from the environment when it loaded is the server's (except
+  ``TORCH_DISTRIBUTED_DEBUG``, which each rank reads again before it joins the group), and the ranks print to the
+  server's stdout and stderr. Linux only: elsewhere processes are spawned as before (Windows has no fork server;
+  on macOS, CPython's documentation warns that forking can crash the child, as system libraries may start threads).
+  Off by default: the server stays alive, with torch loaded (a few hundred MB), for as long as the calling process
+  does.
 - Every process is ended before the call returns: after a worker's exception (re-raised here with the traceback of
   every rank that failed: when one rank raises, the others often fail too, in a collective that lost its partner,
   and that echo can arrive first), after ``timeout_s`` seconds, and after a KeyboardInterrupt (re-raised).
@@ -72,9 +75,10 @@ class _Surroundings:
 
 
 def use_fork_server(preload: Sequence[str] = FORK_SERVER_PRELOAD) -> bool:
-    """Start later groups' processes from a fork server that imported ``preload`` once; False where there is none
-    (Windows), and then processes are spawned as before."""
-    context = mp.get_context("forkserver") if "forkserver" in mp.get_all_start_methods() else None
+    """Start later groups' processes from a fork server that imported ``preload`` once; False off Linux (see the
+    module's docstring), and then processes are spawned as before."""
+    available = sys.platform.startswith("linux") and "forkserver" in mp.get_all_start_methods()
+    context = mp.get_context("forkserver") if available else None
     if context is None:
         return False
     context.set_forkserver_preload(list(preload))
@@ -110,9 +114,10 @@ def _entry(rank: int, world_size: int, backend: str, address: str, threads: int,
     """What each spawned process runs: take the parent's surroundings, join the group, call the worker, report,
     leave the group."""
     surroundings.apply()
-    if forked:  # a copy of the fork server: its random state would be every rank's
+    if forked:  # a copy of the fork server: its random state would be every rank's, its debug level the server's
         torch.seed()
         random.seed()
+        dist.set_debug_level_from_env()
     torch.set_num_threads(threads)
     try:
         worker, args = pickle.loads(call)  # only now: the worker's module imports with the caller's environment

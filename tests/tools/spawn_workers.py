@@ -26,11 +26,13 @@ def fail_on_rank_one(rank: int, world_size: int) -> int:
 
 def surroundings(rank: int, world_size: int, variable: str) -> tuple:
     """What this rank sees of its parent: an environment variable (now, and as this module loaded), the working
-    folder, how it was started, and torch's seed."""
+    folder, how it was started, torch's seed, and torch.distributed's debug level."""
     import multiprocessing
 
+    import torch.distributed as dist
+
     return (os.environ.get(variable), AT_IMPORT, os.getcwd(), multiprocessing.get_start_method(),
-            torch.initial_seed())
+            torch.initial_seed(), str(dist.get_debug_level()))
 
 
 def sleep_for(rank: int, world_size: int, seconds: float) -> int:

@@ -27,8 +27,9 @@ def test_two_ranks_form_one_group_and_return_in_rank_order():
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_ranks_take_the_callers_environment_and_folder_however_they_start(method, monkeypatch, tmp_path):
     """Spawned (as in a learner's notebook) or forked from the fork server (as in this suite, see conftest.py): each
-    rank sees the caller's environment (already as the worker's module loads) and working folder as they are at the
-    call, not as they were earlier, and draws its own random seed."""
+    rank sees the caller's environment (already as the worker's module loads, and TORCH_DISTRIBUTED_DEBUG, which
+    torch reads as it loads) and working folder as they are at the call, not as they were earlier, and draws its own
+    random seed."""
     before = start_method()
     if method == "spawn":
         use_spawn()
@@ -37,6 +38,7 @@ def test_ranks_take_the_callers_environment_and_folder_however_they_start(method
     try:
         run_distributed(spawn_workers.all_reduce_rank, world_size=2, backend="gloo")  # the server starts (if one)
         monkeypatch.setenv("COURSE_SPAWN_PROBE", "set after the server started")
+        monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "INFO")
         monkeypatch.chdir(tmp_path)
         results = run_distributed(spawn_workers.surroundings, world_size=2, args=("COURSE_SPAWN_PROBE",),
                                   backend="gloo")
@@ -45,6 +47,7 @@ def test_ranks_take_the_callers_environment_and_folder_however_they_start(method
     probe = "set after the server started"
     assert [found[:4] for found in results] == [(probe, probe, str(tmp_path), method)] * 2
     assert results[0][4] != results[1][4], "the ranks drew the same random seed"
+    assert [found[5] for found in results] == ["DebugLevel.INFO"] * 2
     assert _no_children_left()
 
 

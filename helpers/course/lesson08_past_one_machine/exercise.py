@@ -6,7 +6,7 @@ rank's shard of the global batch. With ``l1, l2 = two_losses(m1(x1), m2(x2))``: 
 the gradient of L1 and M2 with the gradient of L2, both averaged over the ranks (which is the gradient on the whole
 global batch), so every replica makes the same step.
 
-The checker sends the learner's function to 2 fresh processes (by value, with cloudpickle: a spawned process cannot
+The checker sends the learner's function to 2 new processes (by value, with cloudpickle: a new process cannot
 import a notebook's cells), runs it there for 2 consecutive steps on seeds the notebook never used, and records on
 every rank the gradient each optimizer is stepped with. Back here, it reads each recorded gradient as a mixture of
 four parts, computed with plain torch on copies of the models: L1's and L2's gradients averaged over the ranks, and

@@ -1,4 +1,4 @@
-"""Show, in the notebook, the code the processes run (it lives in this package, since a spawned process imports
+"""Show, in the notebook, the code the processes run (it lives in this package, since a new process imports
 it), and tables and summaries of what they sent back."""
 from __future__ import annotations
 
