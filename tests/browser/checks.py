@@ -29,8 +29,9 @@ def structure_problems(run: NotebookRun, expected: NotebookExpectations) -> List
     problems = []
     if run.windowing_mode != "none":
         problems.append(f"notebook windowing is {run.windowing_mode!r}, not 'none': cells may be missing from the DOM")
-    if run.open_documents != 1:
-        problems.append(f"JupyterLab has {run.open_documents} documents open, not just this notebook")
+    if run.open_documents != run.tabs_expected:
+        problems.append(f"JupyterLab has {run.open_documents} documents open, not {run.tabs_expected}"
+                        + (" (just this notebook)" if run.tabs_expected == 1 else " (the tabs left open and this one)"))
     if len(run.cells) != expected.cell_count:
         problems.append(f"JupyterLab shows {len(run.cells)} cells, the file has {expected.cell_count}")
     if not run.finished:

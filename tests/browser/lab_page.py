@@ -17,7 +17,7 @@ except ImportError:  # without Playwright the tests skip (or fail under CI) befo
     PlaywrightError, PlaywrightTimeout = RuntimeError, TimeoutError
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Locator, Page
+    from playwright.sync_api import Browser, BrowserContext, Locator, Page
 
 APP_TIMEOUT_MS = 90_000          # JupyterLab loaded, the notebook open and its kernel idle
 RUN_ALL_TIMEOUT_MS = 300_000     # nbval runs a notebook in 2-6 s; the browser and 2 slow cores add a lot
@@ -31,6 +31,29 @@ OPENED_NOTEBOOK_JS = """
   const app = window.jupyterapp;
   const panel = app && app.shell.currentWidget;
   return !!(panel && panel.context && panel.context.path === path);
+}
+"""
+
+# In the JupyterLab already loaded in the page: open the notebook at ``path`` in a new tab; with ``closeOthers``,
+# then close every other tab without the unsaved-changes dialog (their kernels are shut down through the server's
+# API, not here). Opening first keeps the main area from emptying, which would open a Launcher.
+OPEN_IN_APP_JS = """
+async ({path, closeOthers}) => {
+  const app = window.jupyterapp;
+  const before = Array.from(app.shell.widgets('main'));
+  await app.commands.execute('docmanager:open', {path, factory: 'Notebook'});
+  if (closeOthers) for (const widget of before) widget.dispose();
+}
+"""
+
+# Make the open notebook at ``path`` the current tab again.
+ACTIVATE_NOTEBOOK_JS = """
+(path) => {
+  const shell = window.jupyterapp.shell;
+  const widget = Array.from(shell.widgets('main')).find((w) => w.context && w.context.path === path);
+  if (!widget) return false;
+  shell.activateById(widget.id);
+  return true;
 }
 """
 
@@ -75,9 +98,13 @@ RUN_ALL_RESULT_JS = "() => window.__courseRunAll.result"
 
 # Tag every cell's node with its index, for locators: [data-course-cell="5"].
 TAG_CELLS_JS = """
-() => window.jupyterapp.shell.currentWidget.content.widgets.forEach((cell, index) => {
-  cell.node.dataset.courseCell = String(index);
-})
+() => {
+  // Tabs left open keep their cells in the page: only the current notebook's may carry the tags.
+  document.querySelectorAll('[data-course-cell]').forEach((node) => { delete node.dataset.courseCell; });
+  window.jupyterapp.shell.currentWidget.content.widgets.forEach((cell, index) => {
+    cell.node.dataset.courseCell = String(index);
+  });
+}
 """
 
 IMAGES_LOADED_JS = """
@@ -206,6 +233,7 @@ class NotebookRun:
     screenshot: Optional[Path] = None
     shown_height: int = 0      # how much of the notebook's height the screenshot shows
     content_height: int = 0    # the notebook's full height
+    tabs_expected: int = 1     # the documents JupyterLab should have open: this one, and the tabs left open before
 
     def cell(self, index: int) -> LiveCell:
         """Cell ``index`` as the browser shows it."""
@@ -221,6 +249,27 @@ def open_notebook(page: Page, url: str, path: str) -> str:
     windowing_mode = page.evaluate(KERNEL_READY_JS)
     page.wait_for_function(KERNEL_IDLE_JS, timeout=APP_TIMEOUT_MS)
     return windowing_mode
+
+
+def open_in_app(page: Page, path: str, close_others: bool = True) -> str:
+    """In a page where JupyterLab is loaded: open the notebook at ``path`` in a tab of its own, without loading the
+    application again (about 4 s of Chromium's CPU); alone, as ``open_notebook`` leaves it, unless ``close_others``
+    is False. Returns the windowing mode."""
+    page.set_viewport_size(VIEWPORT)  # the last screenshot made the viewport as tall as its notebook
+    page.evaluate(OPEN_IN_APP_JS, {"path": path, "closeOthers": close_others})
+    page.wait_for_function(OPENED_NOTEBOOK_JS, arg=path, timeout=APP_TIMEOUT_MS)
+    windowing_mode = page.evaluate(KERNEL_READY_JS)
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=APP_TIMEOUT_MS)
+    return windowing_mode
+
+
+def activate_notebook(page: Page, path: str) -> bool:
+    """Make the notebook at ``path``, open in a tab of the page's JupyterLab, the current one; False when it is not
+    open."""
+    if not page.evaluate(ACTIVATE_NOTEBOOK_JS, path):
+        return False
+    page.wait_for_function(OPENED_NOTEBOOK_JS, arg=path, timeout=APP_TIMEOUT_MS)  # the shell follows the focus
+    return True
 
 
 def run_all_and_wait(page: Page, timeout_ms: int = RUN_ALL_TIMEOUT_MS) -> bool:
@@ -315,6 +364,8 @@ def run_in_page(
     run_all_timeout_ms: int = RUN_ALL_TIMEOUT_MS,
     widget_timeout_ms: int = WIDGET_TIMEOUT_MS,
     click_timeout_ms: int = CLICK_TIMEOUT_MS,
+    in_loaded_app: bool = False,
+    tabs: int = 1,
 ) -> NotebookRun:
     """In ``page``: open ``url``, Run All, read every cell, click each predict widget's first choice, screenshot.
 
@@ -327,10 +378,16 @@ def run_in_page(
         answer_marker: text that appears in a predict cell once a click was answered.
         screenshot: where to write the PNG (also when something fails on the way, as far as the page got).
         run_all_timeout_ms, widget_timeout_ms, click_timeout_ms: how long to wait for each step.
+        in_loaded_app: JupyterLab is already loaded in ``page``: open the notebook there (``open_in_app``).
+        tabs: the documents JupyterLab must have open once it is (1: this one alone; more: tabs left open before
+            it stay open).
     """
     started = time.monotonic()
     try:
-        windowing_mode = open_notebook(page, url, path)
+        if in_loaded_app:
+            windowing_mode = open_in_app(page, path, close_others=tabs == 1)
+        else:
+            windowing_mode = open_notebook(page, url, path)
         finished = run_all_and_wait(page, run_all_timeout_ms)
         result = run_all_result(page)
         page.evaluate(TAG_CELLS_JS)
@@ -346,7 +403,7 @@ def run_in_page(
         run = NotebookRun(
             path=live["path"], windowing_mode=windowing_mode, finished=finished, run_all_result=result,
             kernel_status=live["kernel_status"], open_documents=live["open_documents"], seconds=0.0,
-            cells=[LiveCell.from_js(cell) for cell in live["cells"]], clicks=clicks,
+            cells=[LiveCell.from_js(cell) for cell in live["cells"]], clicks=clicks, tabs_expected=tabs,
         )
         heights = save_screenshot(page, screenshot)
         run.screenshot, run.shown_height, run.content_height = screenshot, heights["shown"], heights["content"]
@@ -357,13 +414,35 @@ def run_in_page(
         raise
 
 
-def drive_notebook(browser: Browser, url: str, path: str, **arguments: Any) -> NotebookRun:
-    """``run_in_page`` in a new browser context of its own, closed afterwards (the kernel keeps running)."""
-    context = browser.new_context(viewport=VIEWPORT)
-    try:
-        return run_in_page(context.new_page(), url, path, **arguments)
-    finally:
-        context.close()
+class LoadedApp:
+    """One page with JupyterLab loaded, reused notebook after notebook (each one alone in it, in a kernel of its own):
+    loading the application costs Chromium more CPU (about 4 s on 2 cores) than running most notebooks."""
+
+    def __init__(self, browser: Browser) -> None:
+        self.browser = browser
+        self.context: Optional[BrowserContext] = None
+        self.page: Optional[Page] = None
+        self.server_url = ""
+
+    def drive(self, server_url: str, url: str, path: str, **arguments: Any) -> NotebookRun:
+        """``run_in_page`` for the notebook at ``url`` (of the server at ``server_url``): in the page already loaded
+        from that server, else in a new one. After a failure the page is closed, so the next notebook loads anew."""
+        loaded = self.page is not None and server_url == self.server_url
+        if not loaded:
+            self.close()
+            self.context = self.browser.new_context(viewport=VIEWPORT)
+            self.page, self.server_url = self.context.new_page(), server_url
+        try:
+            return run_in_page(self.page, url, path, in_loaded_app=loaded, **arguments)
+        except Exception:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the page (and its browser context)."""
+        if self.context is not None:
+            self.context.close()
+        self.context, self.page, self.server_url = None, None, ""
 
 
 def save_failure_screenshot(page: Page, path: Path) -> None:

@@ -1,8 +1,8 @@
 """The solved course as one learner's session in real JupyterLab, driven in Chromium: one run, many guarantees.
 
 One server with the course's launch configuration (``helpers/jupyter_config``; in the Binder venv when it is built,
-always on CI), its culling timeout scaled down as in ``authoring.whole_session``. Per solved notebook, in course
-order, in a tab of its own that stays open:
+always on CI), its culling timeout scaled down as in ``authoring.whole_session``, and one JupyterLab page, as a
+learner has it. Per solved notebook, in course order, in a JupyterLab tab of its own that stays open:
 
 1. Run All in a fresh kernel, strict (COURSE_STRICT=1); what the page shows is read and a screenshot taken
    (the per-notebook checks of tests/browser/checks.py read it);
@@ -49,6 +49,7 @@ from tests.browser.lab_page import (
     VIEWPORT,
     LiveCell,
     NotebookRun,
+    activate_notebook,
     open_notebook,
     read_cells,
     run_all_and_wait,
@@ -58,7 +59,7 @@ from tests.browser.lab_page import (
 from tests.browser.notebook_expectations import NotebookExpectations, read_expectations
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext, Page
+    from playwright.sync_api import Browser, Page
 
 BUSY_CELL_S = TEST_CULL_IDLE_TIMEOUT_S + 4 * TEST_CULL_INTERVAL_S
 START_BUSY_CELL_JS = """
@@ -185,6 +186,8 @@ def _wait(condition, timeout_s: float, interval_s: float = 0.5) -> bool:
 
 def comeback(page: Page, server: LabServer, url: str, name: str, kernel_id: str) -> List[str]:
     """The first notebook's open tab after its kernel was culled: what its summary line says must work."""
+    if not activate_notebook(page, name):
+        return [f"the tab of {name} is no longer open"]
     shown = " ".join(output["text"] or "" for cell in read_cells(page)["cells"] for output in cell["rendered"])
     problems = []
     if SHUT_DOWN_LINE.split(";")[0] not in shown:
@@ -203,7 +206,8 @@ def comeback(page: Page, server: LabServer, url: str, name: str, kernel_id: str)
     restarted = page.evaluate(KERNEL_ID_JS)
     if restarted is None or restarted not in _kernel_ids(server):
         return problems + ["no kernel runs for the tab after the restart"]
-    button = page.get_by_role("button", name=LABEL)  # the summary's button shuts this kernel down
+    page.evaluate(TAG_CELLS_JS)  # this notebook's cells only: the other tabs' summaries have the same button
+    button = page.locator("[data-course-cell]").get_by_role("button", name=LABEL)  # it shuts this kernel down
     button.wait_for(state="visible", timeout=APP_TIMEOUT_MS)
     button.click()
     if not _wait(lambda: restarted not in _kernel_ids(server), 30):
@@ -226,7 +230,7 @@ def run_solved_session(chromium: Browser, notebooks: Sequence[Path], work: Path,
     for path in notebooks:
         shutil.copy(path, course / path.name)
     server = start_session_server(course, work / "state", python)
-    contexts: List[BrowserContext] = []
+    context = chromium.new_context(viewport=VIEWPORT)
     report = SessionReport(python or sys.executable, _torch_version(python or sys.executable), machine(),
                            TEST_CULL_IDLE_TIMEOUT_S)
     solved: Dict[str, SolvedNotebook] = {}
@@ -235,18 +239,17 @@ def run_solved_session(chromium: Browser, notebooks: Sequence[Path], work: Path,
         time.sleep(1.0)
         report.server_alone_mib = total_pss(tree_memory(server.process.pid)) / MIB
         with MemorySampler(server.process.pid) as sampler:
+            page = context.new_page()
             for number, path in enumerate(notebooks):
                 started = time.monotonic()
-                context = chromium.new_context(viewport=VIEWPORT)
-                contexts.append(context)
-                page = context.new_page()
                 expected = read_expectations(course / path.name)
                 url = server.notebook_url(path.name)
-                run = run_in_page(
+                run = run_in_page(  # the first loads JupyterLab; each later one opens in a new tab of it
                     page, url, path.name,
                     widget_cells=[q.cell_index for q in expected.predict_questions] + sorted(expected.hint_cells),
                     predict_cells=[q.cell_index for q in expected.predict_questions],
-                    answer_marker=checks.PREDICT_ANSWER_MARKER, screenshot=screenshots / f"solutions_{path.stem}.png")
+                    answer_marker=checks.PREDICT_ANSWER_MARKER, screenshot=screenshots / f"solutions_{path.stem}.png",
+                    in_loaded_app=number > 0, tabs=number + 1)
                 kernel_id = page.evaluate(KERNEL_ID_JS)
                 figures = _figures(server, path.name, kernel_id, time.monotonic() - started)
                 if number == 0:
@@ -258,11 +261,10 @@ def run_solved_session(chromium: Browser, notebooks: Sequence[Path], work: Path,
                 figures.seconds = time.monotonic() - started
                 report.notebooks.append(figures)
                 if number == 0:
-                    first = (page, url, path.name, kernel_id)
+                    first = (url, path.name, kernel_id)
                     page.evaluate(START_BUSY_CELL_JS, f"import time\ntime.sleep({BUSY_CELL_S:g})")
                 time.sleep(max(0.0, LEARNER_PACE_S - (time.monotonic() - started)))  # the learner reads on
             if first is not None:
-                page = first[0]
                 settled = _wait(lambda: page.evaluate(BUSY_SETTLED_JS), BUSY_CELL_S + 30)
                 report.busy_kernel_survived = settled and page.evaluate("() => window.__courseBusy.status") == "ok"
             sampler.sample()
@@ -271,9 +273,8 @@ def run_solved_session(chromium: Browser, notebooks: Sequence[Path], work: Path,
         report.culled = culled_kernels(server)
         session = SolvedSession(solved, report, python or sys.executable)
         if first is not None:
-            session.comeback_problems = comeback(first[0], server, first[1], first[2], first[3])
+            session.comeback_problems = comeback(page, server, *first)
         return session
     finally:
-        for context in contexts:
-            context.close()
+        context.close()
         stop_lab_server(server)

@@ -24,8 +24,8 @@ from tests.browser.lab_page import (
     RUN_ALL_TIMEOUT_MS,
     VIEWPORT,
     LiveCell,
+    LoadedApp,
     NotebookRun,
-    drive_notebook,
     open_notebook,
     read_cells,
     run_all_and_wait,
@@ -75,15 +75,24 @@ class BrowserResult:
     run: NotebookRun
 
 
-def drive(
-    lab_servers: LabServers, chromium: Browser, folder: str, name: str, screenshot: Path, **timeouts: int
-) -> BrowserResult:
+@pytest.fixture(scope="session")
+def lab_app(chromium: Browser, lab_servers: LabServers) -> Iterator[LoadedApp]:
+    """This worker's JupyterLab page, which opens one student copy after another."""
+    app = LoadedApp(chromium)
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+def drive(lab_servers: LabServers, app: LoadedApp, folder: str, name: str, screenshot: Path,
+          **timeouts: int) -> BrowserResult:
     """Run notebook ``folder/name`` of the temporary copy in JupyterLab and collect what it showed."""
     server = lab_servers.get(folder)
     expected = read_expectations(server.root_dir / name)
     try:
-        run = drive_notebook(
-            chromium, server.notebook_url(name), name,
+        run = app.drive(
+            server.base_url, server.notebook_url(name), name,
             widget_cells=[q.cell_index for q in expected.predict_questions] + sorted(expected.hint_cells),
             predict_cells=[q.cell_index for q in expected.predict_questions],
             answer_marker=checks.PREDICT_ANSWER_MARKER, screenshot=screenshot, **timeouts,
@@ -164,11 +173,11 @@ class NotebookInTheBrowser:
 
     @pytest.fixture(scope="class")
     def notebook(
-        self, request: pytest.FixtureRequest, chromium: Browser, lab_servers: LabServers, artifacts_dir: Path
+        self, request: pytest.FixtureRequest, lab_app: LoadedApp, lab_servers: LabServers, artifacts_dir: Path
     ) -> BrowserResult:
         """The notebook run once in the browser; every test of the class reads this one run."""
         case: NotebookCase = request.cls.case
-        return drive(lab_servers, chromium, case.folder, case.name, artifacts_dir / case.screenshot_name)
+        return drive(lab_servers, lab_app, case.folder, case.name, artifacts_dir / case.screenshot_name)
 
     def test_run_all_runs_every_cell_without_unexpected_errors(self, notebook: BrowserResult) -> None:
         check_run_all(notebook)
@@ -268,13 +277,13 @@ def write_broken_notebook(path: Path) -> None:
 
 
 @pytest.fixture
-def broken_notebook(chromium: Browser, lab_servers: LabServers, tmp_path: Path) -> Iterator[BrowserResult]:
+def broken_notebook(lab_app: LoadedApp, lab_servers: LabServers, tmp_path: Path) -> Iterator[BrowserResult]:
     """The broken notebook, written into the student server's temporary root and run like the others."""
     root = lab_servers.get("notebooks").root_dir
     name = "zz_broken_selftest.ipynb"
     write_broken_notebook(root / name)
     try:
-        yield drive(lab_servers, chromium, "notebooks", name, tmp_path / "broken.png",
+        yield drive(lab_servers, lab_app, "notebooks", name, tmp_path / "broken.png",
                     widget_timeout_ms=3_000, click_timeout_ms=3_000)
     finally:
         (root / name).unlink(missing_ok=True)
