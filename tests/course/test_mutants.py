@@ -11,7 +11,7 @@ from helpers.course.lesson08_past_one_machine import exercise as ddp_exercise
 # A DDP mutant whose two ranks stop running the same collectives (its cache, keyed on id(), hits on one rank only
 # when an address is reused) waits for the check's timeout: 90 s, for a learner on a slow machine. Here it waits
 # this long instead, far above the 3-8 s the check takes under load.
-DDP_CHECK_TIMEOUT_S = 45.0
+DDP_CHECK_TIMEOUT_S = 30.0
 
 ON_THE_ENGINE = [exercise_id for exercise_id in exercises.ids() if get_exercise(exercise_id).contract is not None]
 
