@@ -27,6 +27,8 @@ def _excerpt(text: str, limit: int = 600) -> str:
 def structure_problems(run: NotebookRun, expected: NotebookExpectations) -> List[str]:
     """The browser shows the notebook we read, with every cell in the DOM, and Run All ended."""
     problems = []
+    if run.path != run.requested_path:
+        problems.append(f"the page showed {run.path!r} when it was read, not {run.requested_path!r}")
     if run.windowing_mode != "none":
         problems.append(f"notebook windowing is {run.windowing_mode!r}, not 'none': cells may be missing from the DOM")
     if run.open_documents != run.tabs_expected:

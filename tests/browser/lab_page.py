@@ -34,15 +34,18 @@ OPENED_NOTEBOOK_JS = """
 }
 """
 
-# In the JupyterLab already loaded in the page: open the notebook at ``path`` in a new tab; with ``closeOthers``,
-# then close every other tab without the unsaved-changes dialog (their kernels are shut down through the server's
-# API, not here). Opening first keeps the main area from emptying, which would open a Launcher.
+# In the JupyterLab already loaded in the page: open the notebook at ``path`` in a new tab (a tab already showing it
+# is closed first: docmanager:open would show that one again); with ``closeOthers``, then close every other tab
+# (a Launcher too). Tabs close without the unsaved-changes dialog; their kernels are shut down through the server's
+# API, not here.
 OPEN_IN_APP_JS = """
 async ({path, closeOthers}) => {
   const app = window.jupyterapp;
-  const before = Array.from(app.shell.widgets('main'));
+  const showsPath = (widget) => !!widget.context && widget.context.path === path;
+  for (const widget of Array.from(app.shell.widgets('main'))) if (showsPath(widget)) widget.dispose();
   await app.commands.execute('docmanager:open', {path, factory: 'Notebook'});
-  if (closeOthers) for (const widget of before) widget.dispose();
+  if (!closeOthers) return;
+  for (const widget of Array.from(app.shell.widgets('main'))) if (!showsPath(widget)) widget.dispose();
 }
 """
 
@@ -73,13 +76,15 @@ KERNEL_IDLE_JS = """
 }
 """
 
+# Each run writes its outcome only while it is the latest one: a run left pending in another tab (its Run All timed
+# out) cannot settle the next notebook's.
 START_RUN_ALL_JS = """
-() => {
-  window.__courseRunAll = {settled: false, result: null};
-  window.jupyterapp.commands.execute('notebook:run-all-cells').then(
-    (value) => { window.__courseRunAll = {settled: true, result: String(value)}; },
-    (error) => { window.__courseRunAll = {settled: true, result: 'error: ' + error}; },
-  );
+(command) => {
+  const run = {settled: false, result: null};
+  window.__courseRunAll = run;
+  const settle = (result) => { if (window.__courseRunAll === run) window.__courseRunAll = {settled: true, result}; };
+  window.jupyterapp.commands.execute(command || 'notebook:run-all-cells').then(
+    (value) => settle(String(value)), (error) => settle('error: ' + error));
 }
 """
 
@@ -234,6 +239,7 @@ class NotebookRun:
     shown_height: int = 0      # how much of the notebook's height the screenshot shows
     content_height: int = 0    # the notebook's full height
     tabs_expected: int = 1     # the documents JupyterLab should have open: this one, and the tabs left open before
+    requested_path: str = ""   # the notebook the test opened (``path`` is the one the page showed when read)
 
     def cell(self, index: int) -> LiveCell:
         """Cell ``index`` as the browser shows it."""
@@ -283,7 +289,8 @@ def run_all_and_wait(page: Page, timeout_ms: int = RUN_ALL_TIMEOUT_MS) -> bool:
 
 
 def run_all_result(page: Page) -> Optional[str]:
-    """What the last Run All's command resolved to: "true" when no cell raised, "false" when one did."""
+    """What the last Run All's command resolved to: "false" when a cell raised (or the run was cancelled, or found no
+    kernel ready); "true" otherwise (also when there was no kernel at all: check the execution counts too)."""
     return page.evaluate(RUN_ALL_RESULT_JS)
 
 
@@ -404,6 +411,7 @@ def run_in_page(
             path=live["path"], windowing_mode=windowing_mode, finished=finished, run_all_result=result,
             kernel_status=live["kernel_status"], open_documents=live["open_documents"], seconds=0.0,
             cells=[LiveCell.from_js(cell) for cell in live["cells"]], clicks=clicks, tabs_expected=tabs,
+            requested_path=path,
         )
         heights = save_screenshot(page, screenshot)
         run.screenshot, run.shown_height, run.content_height = screenshot, heights["shown"], heights["content"]

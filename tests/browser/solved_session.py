@@ -45,6 +45,7 @@ from tests.browser.lab_page import (
     KERNEL_ID_JS,
     RUN_ALL_DONE_JS,
     RUN_ALL_TIMEOUT_MS,
+    START_RUN_ALL_JS,
     TAG_CELLS_JS,
     VIEWPORT,
     LiveCell,
@@ -76,15 +77,6 @@ BUSY_SETTLED_JS = "() => window.__courseBusy.settled"
 # The tab knows that its session and kernel are gone (JupyterLab's session poll tells it within ~10 s).
 SESSION_GONE_JS = "() => !window.jupyterapp.shell.currentWidget.sessionContext.session"
 CLEAR_OUTPUTS_JS = "() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')"
-RESTART_AND_RUN_ALL_JS = """
-() => {
-  window.__courseRunAll = {settled: false, result: null};
-  window.jupyterapp.commands.execute('notebook:restart-run-all').then(
-    (value) => { window.__courseRunAll = {settled: true, result: String(value)}; },
-    (error) => { window.__courseRunAll = {settled: true, result: 'error: ' + error}; },
-  );
-}
-"""
 
 
 @dataclass(frozen=True)
@@ -93,6 +85,7 @@ class SecondRun:
 
     finished: bool
     result: Optional[str]
+    path: str                  # the notebook the page read
     cells: List[LiveCell]
 
 
@@ -147,19 +140,25 @@ def run_all_again(page: Page) -> SecondRun:
     finished = run_all_and_wait(page)
     result = run_all_result(page)
     page.evaluate(TAG_CELLS_JS)
-    return SecondRun(finished, result, [LiveCell.from_js(cell) for cell in read_cells(page)["cells"]])
+    live = read_cells(page)
+    return SecondRun(finished, result, live["path"], [LiveCell.from_js(cell) for cell in live["cells"]])
 
 
-def second_run_problems(code_cells: Sequence[int], first: Sequence[LiveCell], second: Optional[SecondRun]) -> List[str]:
-    """What went wrong when Run All ran again after ``first``: it must end, no cell may raise, and every code cell
-    must have run again (Run All stops at a cell that raises, so the cells after it keep their first count)."""
+def second_run_problems(path: str, code_cells: Sequence[int], first: Sequence[LiveCell],
+                        second: Optional[SecondRun]) -> List[str]:
+    """What went wrong when Run All ran again on the notebook at ``path`` after ``first``: it must end, no cell may
+    raise, and every code cell must have run again (Run All stops at a cell that raises, so the cells after it keep
+    their first count)."""
     if second is None:
         return ["Run All did not finish, so nothing was run again"]
+    if second.path != path:
+        return [f"the page read {second.path!r}, not {path!r}"]
     problems = []
     if not second.finished:
         problems.append("Run All, run again, did not finish")
     elif second.result != "true":
-        problems.append(f"Run All, run again, resolved to {second.result!r}, not 'true': a cell raised")
+        problems.append(f"Run All, run again, resolved to {second.result!r}, not 'true': a cell raised, or the run "
+                        "stopped")
     last_first = max((first[index].execution_count or 0) for index in code_cells) if code_cells else 0
     not_again = [index for index in code_cells
                  if not (isinstance(second.cells[index].execution_count, int)
@@ -184,7 +183,7 @@ def _wait(condition, timeout_s: float, interval_s: float = 0.5) -> bool:
     return False
 
 
-def comeback(page: Page, server: LabServer, url: str, name: str, kernel_id: str) -> List[str]:
+def comeback(page: Page, server: LabServer, name: str, kernel_id: str) -> List[str]:
     """The first notebook's open tab after its kernel was culled: what its summary line says must work."""
     if not activate_notebook(page, name):
         return [f"the tab of {name} is no longer open"]
@@ -198,7 +197,8 @@ def comeback(page: Page, server: LabServer, url: str, name: str, kernel_id: str)
     page.evaluate(CLEAR_OUTPUTS_JS)
     if set(_executed(page)) != {None}:
         problems.append("clearing the outputs left execution counts")
-    page.evaluate(RESTART_AND_RUN_ALL_JS)  # Kernel > Restart Kernel and Run All Cells, as the summary line says
+    # Kernel > Restart Kernel and Run All Cells, as the summary line says.
+    page.evaluate(START_RUN_ALL_JS, "notebook:restart-run-all")
     page.wait_for_function(RUN_ALL_DONE_JS, timeout=RUN_ALL_TIMEOUT_MS, polling=250)
     counts = _executed(page)
     if None in counts or counts != sorted(counts) or counts[0] != 1:
@@ -213,7 +213,7 @@ def comeback(page: Page, server: LabServer, url: str, name: str, kernel_id: str)
     if not _wait(lambda: restarted not in _kernel_ids(server), 30):
         return problems + ["the summary's button did not shut the kernel down"]
     page.wait_for_function(SESSION_GONE_JS, timeout=APP_TIMEOUT_MS)
-    open_notebook(page, url, name)  # reopened later: it runs again
+    open_notebook(page, server.notebook_url(name), name)  # reopened later (a new workspace: this tab alone)
     if not run_all_and_wait(page):
         return problems + ["Run All after reopening did not finish"]
     counts = _executed(page)
@@ -261,7 +261,7 @@ def run_solved_session(chromium: Browser, notebooks: Sequence[Path], work: Path,
                 figures.seconds = time.monotonic() - started
                 report.notebooks.append(figures)
                 if number == 0:
-                    first = (url, path.name, kernel_id)
+                    first = (path.name, kernel_id)
                     page.evaluate(START_BUSY_CELL_JS, f"import time\ntime.sleep({BUSY_CELL_S:g})")
                 time.sleep(max(0.0, LEARNER_PACE_S - (time.monotonic() - started)))  # the learner reads on
             if first is not None:

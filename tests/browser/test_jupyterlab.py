@@ -30,6 +30,7 @@ from tests.browser.lab_page import (
     read_cells,
     run_all_and_wait,
     run_all_result,
+    run_in_page,
 )
 from tests.browser.notebook_expectations import NotebookExpectations, read_expectations
 from tests.browser.solved_session import run_all_again, second_run_problems
@@ -336,9 +337,42 @@ def test_running_all_again_catches_a_cell_that_raises_only_the_second_time(chrom
         context.close()
         shut_down_kernels(server)
         (server.root_dir / name).unlink(missing_ok=True)
-    problems = second_run_problems([0, 1, 2], first, second)
+    problems = second_run_problems(name, [0, 1, 2], first, second)
     assert "resolved to 'false'" in problems[0], problems
     assert problems[1] == "cells that did not run again: [2]", problems
     assert "cell 1 raised ValueError: only on its second run" in problems[2], problems
     assert all(problem.startswith("cell 1 ") for problem in problems[2:]), problems  # its error, in model and page
-    assert second_run_problems([0, 1, 2], second.cells, third) == []
+    assert second_run_problems(name, [0, 1, 2], second.cells, third) == []
+
+
+def test_a_tab_left_open_stays_out_of_the_next_notebooks_reading(chromium: Browser, lab_servers: LabServers,
+                                                                 tmp_path: Path) -> None:
+    """The solved session leaves each notebook's tab open in one page: what is read, clicked and checked in the next
+    notebook is that notebook's alone, not the hidden tab's errors, cells or buttons."""
+    server = lab_servers.get("notebooks")
+    broken, clean = "zz_tab_left_open.ipynb", "zz_tab_opened_next.ipynb"
+    write_broken_notebook(server.root_dir / broken)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('fine')")])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, str(server.root_dir / clean))
+    broken_expected, clean_expected = (read_expectations(server.root_dir / name) for name in (broken, clean))
+    predict_cells = [question.cell_index for question in broken_expected.predict_questions]
+    context = chromium.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        common = dict(widget_cells=[], answer_marker=checks.PREDICT_ANSWER_MARKER, widget_timeout_ms=3_000,
+                      click_timeout_ms=3_000)
+        left_open = run_in_page(page, server.notebook_url(broken), broken, predict_cells=predict_cells,
+                                screenshot=tmp_path / "left_open.png", **common)
+        # The broken notebook's predict cell index, asked of the next one: its button must not be found.
+        next_one = run_in_page(page, server.notebook_url(clean), clean, predict_cells=predict_cells,
+                               screenshot=tmp_path / "next.png", in_loaded_app=True, tabs=2, **common)
+    finally:
+        context.close()
+        shut_down_kernels(server)
+        for name in (broken, clean):
+            (server.root_dir / name).unlink(missing_ok=True)
+    assert predict_cells and left_open.clicks and checks.unexpected_errors(left_open)
+    assert checks.structure_problems(next_one, clean_expected) == []  # both tabs open, the new one read
+    assert checks.unfinished_cells(next_one, clean_expected) == []
+    assert checks.unexpected_errors(next_one) == [] and next_one.clicks == []

@@ -104,7 +104,7 @@ def test_run_all_runs_again_in_the_same_kernel(session: SolvedSession, name: str
     """A learner runs the notebook again: Run All a second time, no restart, runs every code cell and raises nothing."""
     solved = session.notebooks.get(name)
     assert solved is not None, f"the session did not reach {name}"
-    problems = second_run_problems(solved.expected.code_cells, solved.run.cells, solved.second)
+    problems = second_run_problems(name, solved.expected.code_cells, solved.run.cells, solved.second)
     assert not problems, f"{name}, Run All again:\n" + "\n\n".join(problems)
 
 
