@@ -424,7 +424,8 @@ def run_in_page(
 
 class LoadedApp:
     """One page with JupyterLab loaded, reused notebook after notebook (each one alone in it, in a kernel of its own):
-    loading the application costs Chromium more CPU (about 4 s on 2 cores) than running most notebooks."""
+    loading the application and a notebook in a new page cost Chromium about 4 s of CPU on 2 cores, more than Run All
+    of a student copy then costs it (1-2 s)."""
 
     def __init__(self, browser: Browser) -> None:
         self.browser = browser
