@@ -248,13 +248,18 @@ class NotebookRun:
         return self.cells[index]
 
 
-def open_notebook(page: Page, url: str, path: str) -> str:
-    """Open ``url`` and wait until the notebook at ``path`` is loaded and its kernel idle; the windowing mode."""
-    page.goto(url)
+def _wait_until_open(page: Page, path: str) -> str:
+    """Wait until the current tab shows the notebook at ``path`` and its kernel is idle; the windowing mode."""
     page.wait_for_function(OPENED_NOTEBOOK_JS, arg=path, timeout=APP_TIMEOUT_MS)
     windowing_mode = page.evaluate(KERNEL_READY_JS)
     page.wait_for_function(KERNEL_IDLE_JS, timeout=APP_TIMEOUT_MS)
     return windowing_mode
+
+
+def open_notebook(page: Page, url: str, path: str) -> str:
+    """Open ``url`` and wait until the notebook at ``path`` is loaded and its kernel idle; the windowing mode."""
+    page.goto(url)
+    return _wait_until_open(page, path)
 
 
 def open_in_app(page: Page, path: str, close_others: bool = True) -> str:
@@ -263,10 +268,7 @@ def open_in_app(page: Page, path: str, close_others: bool = True) -> str:
     is False. Returns the windowing mode."""
     page.set_viewport_size(VIEWPORT)  # the last screenshot made the viewport as tall as its notebook
     page.evaluate(OPEN_IN_APP_JS, {"path": path, "closeOthers": close_others})
-    page.wait_for_function(OPENED_NOTEBOOK_JS, arg=path, timeout=APP_TIMEOUT_MS)
-    windowing_mode = page.evaluate(KERNEL_READY_JS)
-    page.wait_for_function(KERNEL_IDLE_JS, timeout=APP_TIMEOUT_MS)
-    return windowing_mode
+    return _wait_until_open(page, path)
 
 
 def activate_notebook(page: Page, path: str) -> bool:
