@@ -1,8 +1,9 @@
 """Run a function on several processes that form one ``torch.distributed`` group, and bring their results back.
 
 ``run_distributed(worker, world_size=2)`` starts ``world_size`` fresh processes (the "spawn" start method, as
-``torch.multiprocessing.spawn`` uses), joins them into a process group over TCP on this machine, calls
-``worker(rank, world_size, *args)`` in each, and returns each rank's result, in rank order.
+``torch.multiprocessing.spawn`` uses), joins them into a process group over TCP on this machine (they meet at a
+``TCPStore`` the caller holds on a port the system picked), calls ``worker(rank, world_size, *args)`` in each, and
+returns each rank's result, in rank order.
 
 - The backend is NCCL when there is a CUDA GPU per process, else gloo on the CPU (Colab's one GPU, a Mac, CI).
 - ``worker`` must be importable by name (defined at the top of a module, not in a notebook cell): a spawned process
@@ -27,11 +28,11 @@ import os
 import pickle
 import queue as queue_module
 import random
-import socket
 import sys
 import time
 import traceback
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
@@ -40,6 +41,7 @@ import torch.multiprocessing as mp
 
 JOIN_GRACE_S = 10.0
 FAILURE_GRACE_S = 3.0  # after one rank fails, how long to wait for the others' reports (the first may be an echo)
+HOST = "127.0.0.1"
 FORK_SERVER_PRELOAD = ("torch", "torch.distributed", "torch.nn.parallel")
 _start = {"method": "spawn"}
 
@@ -103,13 +105,13 @@ def pick_backend(world_size: int) -> str:
     return "gloo"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def _rendezvous_store(timeout_s: float) -> dist.TCPStore:
+    """The group's meeting point, held by the caller: the system picks its port as it binds, so no other process
+    can take that port between choosing and listening (a port probed free and bound later by rank 0 can be)."""
+    return dist.TCPStore(HOST, 0, None, True, timedelta(seconds=timeout_s), wait_for_workers=False)
 
 
-def _entry(rank: int, world_size: int, backend: str, address: str, threads: int,
+def _entry(rank: int, world_size: int, backend: str, store_port: int, timeout_s: float, threads: int,
            call: bytes, results: Any, surroundings: _Surroundings, forked: bool) -> None:
     """What each spawned process runs: take the parent's surroundings, join the group, call the worker, report,
     leave the group."""
@@ -123,7 +125,8 @@ def _entry(rank: int, world_size: int, backend: str, address: str, threads: int,
         worker, args = pickle.loads(call)  # only now: the worker's module imports with the caller's environment
         if backend == "nccl":
             torch.cuda.set_device(rank)
-        dist.init_process_group(backend, init_method=address, rank=rank, world_size=world_size)
+        store = dist.TCPStore(HOST, store_port, None, False, timedelta(seconds=timeout_s))
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
         value = worker(rank, world_size, *args)
         # Plain pickle bytes: torch's own queue pickling shares tensors through memory that ends with this process.
         # Reported before leaving the group: on torch 2.4, leaving a gloo group sometimes never returns, and the
@@ -164,13 +167,13 @@ def run_distributed(worker: Callable[..., Any], world_size: int = 2, args: Seque
     backend = backend or pick_backend(world_size)
     context = mp.get_context(start_method())
     results = context.Queue()
-    address = f"tcp://127.0.0.1:{_free_port()}"
+    store = _rendezvous_store(timeout_s)
     threads = max(1, (os.cpu_count() or 1) // world_size)
     surroundings = _Surroundings.of_this_process()
     call = pickle.dumps((worker, tuple(args)))
     forked = context.get_start_method() != "spawn"
-    processes = [context.Process(target=_entry, args=(rank, world_size, backend, address, threads, call, results,
-                                                      surroundings, forked), daemon=True)
+    processes = [context.Process(target=_entry, args=(rank, world_size, backend, store.port, timeout_s, threads, call,
+                                                      results, surroundings, forked), daemon=True)
                  for rank in range(world_size)]
     collected: dict = {}
     failures: dict = {}
@@ -210,3 +213,4 @@ def run_distributed(worker: Callable[..., Any], world_size: int = 2, args: Seque
     finally:
         _stop(started)
         results.close()
+        del store  # closes the meeting point once every rank has ended
