@@ -4,25 +4,29 @@
 - ``helpers.course``: the lessons: seeded models and data, each notebook's set-up, the exercises and checkers.
 
 The notebooks use ``from helpers import expect_error, exercises`` and ``%load_ext helpers``.
-Importing changes nothing (no seeds, no warning filters, no output), and the course's exercises load only when
-``helpers.exercises`` is first used, so ``from helpers.tools import diagnose`` brings no course state along.
+Importing changes nothing (no seeds, no warning filters, no output) and loads nothing of torch: each name below is
+imported when first used. So the course's exercises load only when ``helpers.exercises`` is first used (``from
+helpers.tools import diagnose`` brings no course state along), and the grader's parts that need no torch (the
+runner that starts a learner's notebook) do not pay for importing it.
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any, List
 
-from helpers.tools.expect import expect_error
-from helpers.tools.magic import load_ipython_extension
-
 __all__ = ["exercises", "expect_error", "load_ipython_extension"]
+_WHERE = {"exercises": ("helpers.course.exercises", None), "expect_error": ("helpers.tools.expect", "expect_error"),
+          "load_ipython_extension": ("helpers.tools.magic", "load_ipython_extension")}
 
 
 def __getattr__(name: str) -> Any:
-    """``helpers.exercises``, imported on first use."""
-    if name == "exercises":
-        return importlib.import_module("helpers.course.exercises")
-    raise AttributeError(f"module 'helpers' has no attribute {name!r}")
+    """``helpers.exercises``, ``helpers.expect_error`` and ``helpers.load_ipython_extension``, imported on first
+    use."""
+    if name not in _WHERE:
+        raise AttributeError(f"module 'helpers' has no attribute {name!r}")
+    module_name, attribute = _WHERE[name]
+    module = importlib.import_module(module_name)
+    return module if attribute is None else getattr(module, attribute)
 
 
 def __dir__() -> List[str]:

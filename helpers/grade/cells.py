@@ -1,4 +1,5 @@
-"""What the grader changes in a notebook before running it: the check statements go, an extraction cell comes last.
+"""What the grader reads and changes in a notebook's cells: which exercise a cell answers (its ``# EXERCISE: <id>``
+line); before the notebook runs, the check statements go, and an extraction cell comes last.
 
 The notebook's own ``exercises.check/hint/summary(...)`` statements are left out (the grader checks the answers
 itself, elsewhere), line for line, so the rest of each cell runs as written. The last cell sends each answer out as
@@ -9,9 +10,20 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Sequence, Tuple
+import re
+from typing import Optional, Sequence, Tuple
 
 SKIPPED_CALLS = ("check", "hint", "summary")
+EXERCISE_MARKER = re.compile(r"#[ \t]*exercise[ \t]*:[ \t]*(?P<id>\w+)", re.IGNORECASE)
+
+
+def exercise_marker(source: str) -> Optional[str]:
+    """The exercise id of a cell whose first line is ``# EXERCISE: <id>``, in any case and spacing
+    (``# Exercise: head_weight_grad``, ``#EXERCISE:head_weight_grad``), lower case; else None."""
+    if not isinstance(source, str):
+        return None
+    match = EXERCISE_MARKER.match(source.lstrip().lstrip("\ufeff").lstrip())
+    return match["id"].lower() if match else None
 
 
 def _is_check_call(node: ast.AST) -> bool:

@@ -17,12 +17,12 @@ import nbformat
 
 from helpers.course.exercises.carry_over import RENAMED, is_stub
 from helpers.course.exercises.registry import exercises, notebook_names
+from helpers.grade.cells import exercise_marker
 
 OUTPUT_NAMES = ("grades.csv", "grades.html")
 SKIPPED_PARTS = (".ipynb_checkpoints", "__MACOSX")
 MAX_NOTEBOOK_BYTES = 20 * 2**20  # the course's notebooks are 0.2 MiB; one with many plots a few MiB
 # carry_over.EXERCISE_LINE, tolerant: any case, any spacing around the '#' and the ':'.
-EXERCISE_MARKER = re.compile(r"#[ \t]*exercise[ \t]*:[ \t]*(?P<id>\w+)", re.IGNORECASE)
 
 
 @dataclass
@@ -52,15 +52,6 @@ class Submission:
     node: Optional[nbformat.NotebookNode] = None
     code_hash: str = ""
     untouched: bool = True
-
-
-def exercise_marker(source: str) -> Optional[str]:
-    """The exercise id of a cell whose first line is ``# EXERCISE: <id>``, in any case and spacing
-    (``# Exercise: head_weight_grad``, ``#EXERCISE:head_weight_grad``), lower case; else None."""
-    if not isinstance(source, str):
-        return None
-    match = EXERCISE_MARKER.match(source.lstrip().lstrip("\ufeff").lstrip())
-    return match["id"].lower() if match else None
 
 
 def _inside(path: str, folder: str) -> bool:

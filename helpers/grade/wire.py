@@ -2,7 +2,8 @@
 
 ``encode(value) -> bytes`` and ``decode(data) -> value`` (``encode_observation`` / ``decode_observation`` for a
 whole ``Dict[Key, value]``). Decoding uses no pickle, no ``torch.load``, no ``eval``: only ``json`` and raw tensor
-bytes, checked against strict caps; whatever the bytes, it returns a value or raises ``WireError``.
+bytes, checked against strict caps; whatever the bytes, it returns a value or raises ``WireError``. ``check(data)``
+makes the same checks without torch and builds nothing. Importing this module imports no torch.
 
 A message is ``MAGIC``, two big-endian uint64 lengths (the JSON document's, the tensor bytes'), the JSON document
 (ASCII), then the tensors' raw bytes back to back. JSON's own values stand for None, bool, int, float (NaN and
@@ -28,12 +29,12 @@ import functools
 import json
 import re
 import struct
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-import torch
-from torch import nn
+if TYPE_CHECKING:
+    import torch
 
-from helpers.course.exercises.engine.observe import MISSING, Key
+    from helpers.course.exercises.engine.observe import Key
 
 MAGIC = b"HWIRE01\n"
 _HEADER = struct.Struct(">QQ")
@@ -45,8 +46,13 @@ MAX_NAME = 80  # characters of an unknown type's name (and module)
 MAX_REPR = 200  # characters of an unknown object's repr
 MAX_NDIM = 64
 MAX_OPAQUE_TYPES = 1024  # names of unknown types in one message that no earlier message had
-TENSOR_DTYPES = ("float16", "float32", "float64", "bfloat16", "complex64", "complex128",
-                 "int8", "int16", "int32", "int64", "uint8", "bool")
+# The dtypes a tensor may have on the wire: bytes per element, and whether it may require grad (floating or
+# complex). Written out, so that ``check`` needs no torch; a test compares them with torch's own.
+TENSOR_DTYPE_BYTES = {"float16": 2, "float32": 4, "float64": 8, "bfloat16": 2, "complex64": 8, "complex128": 16,
+                      "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "bool": 1}
+TENSOR_DTYPES = tuple(TENSOR_DTYPE_BYTES)
+GRADIENT_DTYPES = ("float16", "float32", "float64", "bfloat16", "complex64", "complex128")
+_DTYPE_NAME = re.compile(r"[a-z][a-z0-9_]{0,79}")
 _SMALL_INT = 2**63  # ints of at most this size are JSON ints; larger ones are hex strings
 _FIELDS = {
     "list": ("v",), "tuple": ("v",), "set": ("v",), "frozenset": ("v",), "dict": ("v",), "size": ("v",),
@@ -86,10 +92,19 @@ class Opaque:
 
 
 @functools.lru_cache(maxsize=None)
-def _dtypes() -> Dict[str, torch.dtype]:
+def _dtypes() -> Dict[str, "torch.dtype"]:
     """Every dtype torch names (``float32``, ``float8_e4m3fn``, ...), by name."""
+    import torch
+
     return {str(value).removeprefix("torch."): value for value in vars(torch).values()
             if isinstance(value, torch.dtype)}
+
+
+class _Unbuilt:
+    """What ``check`` walks past where ``decode`` would build a torch value (a tensor, a dtype, a device, a size)
+    or ``MISSING``: like them, no dict key or set element may be one."""
+
+    __slots__ = ()
 
 
 def _type_attribute(cls: type, name: str) -> str:
@@ -148,6 +163,11 @@ def _container_tag(value: Any) -> Optional[str]:
 
 class _Encoder:
     def __init__(self, max_bytes: int) -> None:
+        import torch
+
+        from helpers.course.exercises.engine.observe import MISSING
+
+        self.torch, self.missing = torch, MISSING
         self.max_bytes = max_bytes
         self.items = 0
         self.chunks: List[bytes] = []
@@ -171,9 +191,10 @@ class _Encoder:
                 raise WireError(f"a str of more than {MAX_STRING} characters")
             self.grow(len(value))
             return value
-        if value is MISSING:
+        torch = self.torch
+        if value is self.missing:
             return {"t": "missing"}
-        if cls is torch.Tensor or cls is nn.Parameter:
+        if cls is torch.Tensor or cls is torch.nn.Parameter:
             return self.tensor(value)
         if cls is torch.dtype:
             return {"t": "dtype", "v": str(value).removeprefix("torch.")}
@@ -221,7 +242,8 @@ class _Encoder:
         self.grow(len(record["module"]) + len(record["name"]) + len(record["repr"]))
         return record
 
-    def tensor(self, value: torch.Tensor) -> Any:
+    def tensor(self, value: "torch.Tensor") -> Any:
+        torch = self.torch
         # Every method through the class, never the tensor: an instance attribute (``t.detach = ...``) must not
         # choose the bytes that are sent. ``Tensor.detach`` gives a plain tensor with no such attribute.
         requires_grad = bool(torch.Tensor.requires_grad.__get__(value))
@@ -239,7 +261,7 @@ class _Encoder:
             self.blob_size += length
         offset, length = self.tensors[id(value)]
         return {"t": "tensor", "dtype": dtype, "shape": list(plain.shape), "offset": offset, "length": length,
-                "requires_grad": requires_grad, "parameter": type(value) is nn.Parameter}
+                "requires_grad": requires_grad, "parameter": type(value) is torch.nn.Parameter}
 
 
 def encode(value: Any, max_bytes: int = MAX_BYTES) -> bytes:
@@ -296,17 +318,28 @@ def _text(value: Any, limit: int) -> str:
 
 
 class _Decoder:
-    def __init__(self, blob: memoryview, max_bytes: int) -> None:
+    """Reads a message's JSON document and tensor bytes. With ``build=False`` it checks the same things without
+    torch, and stands an ``_Unbuilt`` where a torch value or ``MISSING`` would be."""
+
+    def __init__(self, blob: memoryview, max_bytes: int, build: bool = True) -> None:
         self.blob = blob
         self.max_bytes = max_bytes
+        self.build = build
         self.tensor_bytes = 0  # of every tensor made: one region of the blob may be used many times
         self.opaque_types: Dict[Tuple[str, str], type] = {}
         self.items = 0
-        self.dtypes = _dtypes()
+        self.dtypes = _dtypes() if build else {}
         self.readers: Dict[str, Callable[[Dict[str, Any], int], Any]] = {
             "list": self.list, "tuple": self.tuple, "set": self.set, "frozenset": self.set, "dict": self.dict,
             "size": self.size, "int": self.big_int, "dtype": self.dtype, "device": self.device,
-            "missing": lambda record, depth: MISSING, "tensor": self.tensor, "opaque": self.opaque}
+            "missing": self.missing, "tensor": self.tensor, "opaque": self.opaque}
+
+    def missing(self, record: Dict[str, Any], depth: int) -> Any:
+        if not self.build:
+            return _Unbuilt()
+        from helpers.course.exercises.engine.observe import MISSING
+
+        return MISSING
 
     def value(self, value: Any, depth: int) -> Any:
         self.items += 1
@@ -351,30 +384,43 @@ class _Decoder:
             result[key] = self.value(pair[1], depth + 1)
         return result
 
-    def size(self, record: Dict[str, Any], depth: int) -> torch.Size:
-        return torch.Size([_count(item) for item in self.items_of(record, depth)])
+    def size(self, record: Dict[str, Any], depth: int) -> Any:
+        sizes = [_count(item) for item in self.items_of(record, depth)]
+        if not self.build:
+            return _Unbuilt()
+        import torch
+
+        return torch.Size(sizes)
 
     def big_int(self, record: Dict[str, Any], depth: int) -> int:
         text = _text(record["x"], MAX_STRING)
         _require(_HEX.fullmatch(text) is not None, "an int that is no hex number")
         return int(text, 16)
 
-    def dtype(self, record: Dict[str, Any], depth: int) -> torch.dtype:
+    def dtype(self, record: Dict[str, Any], depth: int) -> Any:
         name = _text(record["v"], MAX_NAME)
+        if not self.build:  # which names torch has needs torch: only the name's form is checked
+            _require(_DTYPE_NAME.fullmatch(name) is not None, f"the unknown dtype {name!r}")
+            return _Unbuilt()
         _require(name in self.dtypes, f"the unknown dtype {name!r}")
         return self.dtypes[name]
 
-    def device(self, record: Dict[str, Any], depth: int) -> torch.device:
+    def device(self, record: Dict[str, Any], depth: int) -> Any:
         kind = _text(record["type"], MAX_NAME)
         _require(_DEVICE_TYPE.fullmatch(kind) is not None, f"the device type {kind!r}")
-        if record["index"] is None:
-            return torch.device(kind)
-        return torch.device(kind, _count(record["index"], 0, 2**16))
+        index = None if record["index"] is None else _count(record["index"], 0, 2**16)
+        if not self.build:  # which device types torch knows needs torch: only the form is checked
+            return _Unbuilt()
+        import torch
 
-    def tensor(self, record: Dict[str, Any], depth: int) -> torch.Tensor:
+        try:
+            return torch.device(kind) if index is None else torch.device(kind, index)
+        except RuntimeError:
+            raise WireError(f"the unknown device type {kind!r}") from None
+
+    def tensor(self, record: Dict[str, Any], depth: int) -> Any:
         name = _text(record["dtype"], MAX_NAME)
-        _require(name in TENSOR_DTYPES, f"a tensor of dtype {name!r}")
-        dtype = self.dtypes[name]
+        _require(name in TENSOR_DTYPE_BYTES, f"a tensor of dtype {name!r}")
         shape = record["shape"]
         _require(type(shape) is list and len(shape) <= MAX_NDIM, "a tensor shape that is no list of sizes")
         numel = 1
@@ -382,19 +428,23 @@ class _Decoder:
             numel *= _count(size)
         offset, length = _count(record["offset"]), _count(record["length"])
         _require(offset + length <= len(self.blob), "a tensor's bytes past the end of the message")
-        _require(numel * dtype.itemsize == length, f"a tensor of shape {shape[:8]} and {length} bytes")
+        _require(numel * TENSOR_DTYPE_BYTES[name] == length, f"a tensor of shape {shape[:8]} and {length} bytes")
         self.tensor_bytes += length
         _require(self.tensor_bytes <= self.max_bytes, f"tensors of more than {self.max_bytes} bytes")
         requires_grad, parameter = record["requires_grad"], record["parameter"]
         _require(type(requires_grad) is bool and type(parameter) is bool, "tensor flags that are not bools")
-        _require(not requires_grad or dtype.is_floating_point or dtype.is_complex, "requires_grad on integers")
-        tensor = torch.empty(shape, dtype=dtype)
+        _require(not requires_grad or name in GRADIENT_DTYPES, "requires_grad on integers")
+        region = self.blob[offset:offset + length]
+        _require(name != "bool" or not length or max(region) <= 1, "a bool tensor holding bytes other than 0 and 1")
+        if not self.build:
+            return _Unbuilt()
+        import torch
+
+        tensor = torch.empty(shape, dtype=self.dtypes[name])
         if length:
-            raw = torch.frombuffer(bytearray(self.blob[offset:offset + length]), dtype=torch.uint8)
-            _require(dtype != torch.bool or int(raw.max()) <= 1, "a bool tensor holding bytes other than 0 and 1")
-            tensor.reshape(-1).view(torch.uint8).copy_(raw)
+            tensor.reshape(-1).view(torch.uint8).copy_(torch.frombuffer(bytearray(region), dtype=torch.uint8))
         if parameter:
-            return nn.Parameter(tensor, requires_grad=requires_grad)
+            return torch.nn.Parameter(tensor, requires_grad=requires_grad)
         return tensor.requires_grad_(requires_grad)
 
     def opaque(self, record: Dict[str, Any], depth: int) -> Opaque:
@@ -417,15 +467,27 @@ def decode(data: bytes, max_bytes: int = MAX_BYTES) -> Any:
         WireError: on anything but a well-formed message of at most ``max_bytes`` within the caps (never another
             exception).
     """
+    return _guarded(data, max_bytes, build=True)
+
+
+def check(data: bytes, max_bytes: int = MAX_BYTES) -> None:
+    """Raise ``WireError`` where ``decode`` would, without importing torch or building any value (for the
+    grader's runner, which passes messages on and needs no torch). Two differences: the name of a ``torch.dtype``
+    value and the type of a ``torch.device`` are checked for their form only (``decode`` also needs torch to know
+    that name: it raises "the unknown dtype ..." or "the unknown device type ..." where ``check`` passes)."""
+    _guarded(data, max_bytes, build=False)
+
+
+def _guarded(data: bytes, max_bytes: int, build: bool) -> Any:
     try:
-        return _decode(data, max_bytes)
+        return _decode(data, max_bytes, build)
     except WireError:
         raise
     except Exception as error:  # whatever hostile bytes provoke (RecursionError in json, MemoryError, ...)
         raise WireError(f"a malformed message ({type(error).__name__})") from error
 
 
-def _decode(data: bytes, max_bytes: int) -> Any:
+def _decode(data: bytes, max_bytes: int, build: bool) -> Any:
     _require(isinstance(data, (bytes, bytearray, memoryview)), f"{type(data).__name__} where bytes belong")
     view = memoryview(data).cast("B")
     _require(len(view) <= max_bytes, f"a message of {len(view)} bytes, over the cap of {max_bytes}")
@@ -435,10 +497,10 @@ def _decode(data: bytes, max_bytes: int) -> Any:
     _require(start + text_size + blob_size == len(view), "a message whose lengths do not add up")
     text = bytes(view[start:start + text_size]).decode("ascii")
     document = json.loads(text, object_pairs_hook=_object, parse_int=_json_int, parse_constant=_json_constant)
-    return _Decoder(view[start + text_size:], max_bytes).value(document, 0)
+    return _Decoder(view[start + text_size:], max_bytes, build).value(document, 0)
 
 
-def encode_observation(seen: Mapping[Key, Any], max_bytes: int = MAX_BYTES) -> bytes:
+def encode_observation(seen: Mapping["Key", Any], max_bytes: int = MAX_BYTES) -> bytes:
     """An observation (``Key -> value``, as ``observe`` makes it) as one message."""
     for key in seen:
         if not (isinstance(key, tuple) and len(key) == 2 and all(type(part) is str for part in key)):
@@ -446,7 +508,7 @@ def encode_observation(seen: Mapping[Key, Any], max_bytes: int = MAX_BYTES) -> b
     return encode({tuple(key): value for key, value in seen.items()}, max_bytes)
 
 
-def decode_observation(data: bytes, max_bytes: int = MAX_BYTES) -> Dict[Key, Any]:
+def decode_observation(data: bytes, max_bytes: int = MAX_BYTES) -> Dict["Key", Any]:
     """The observation a message from ``encode_observation`` holds, its keys ``Key`` again.
 
     Raises:
@@ -456,4 +518,6 @@ def decode_observation(data: bytes, max_bytes: int = MAX_BYTES) -> Dict[Key, Any
     _require(type(value) is dict, "an observation that is no dict")
     _require(all(type(key) is tuple and len(key) == 2 and all(type(part) is str for part in key) for key in value),
              "an observation key that is no (path, kind) pair")
+    from helpers.course.exercises.engine.observe import Key
+
     return {Key(*key): item for key, item in value.items()}

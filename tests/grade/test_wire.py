@@ -8,6 +8,8 @@ import math
 import pickle
 import random
 import struct
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -306,18 +308,34 @@ def sample_message() -> bytes:
 def test_every_truncation_of_a_message_raises_wire_error() -> None:
     data = sample_message()
     assert isinstance(decode(data), dict)
+    wire.check(data)
     for length in range(len(data)):
+        for read in (decode, wire.check):
+            with pytest.raises(WireError):
+                read(data[:length])
+    for read in (decode, wire.check):
         with pytest.raises(WireError):
-            decode(data[:length])
-    with pytest.raises(WireError):
-        decode(data + b"\x00")
+            read(data + b"\x00")
+
+
+TORCH_NAMES = ("the unknown dtype", "the unknown device type")  # what only decode can refuse: it needs torch
 
 
 def decodes_or_raises_wire_error(data: bytes) -> None:
+    """``decode`` returns or raises WireError, and ``check`` raises exactly when it does (but for the names of
+    dtypes and device types, which ``check`` reads for their form only)."""
     try:
         decode(data)
-    except WireError:
-        pass
+    except WireError as error:
+        refused = str(error)
+    else:
+        refused = None
+    try:
+        wire.check(data)
+    except WireError as error:
+        assert refused is not None, f"check refused what decode reads: {error}"
+    else:
+        assert refused is None or refused.startswith(TORCH_NAMES), f"check passed what decode refused: {refused}"
 
 
 def test_mutated_messages_only_ever_raise_wire_error() -> None:
@@ -428,6 +446,32 @@ def test_malformed_documents_raise_wire_error(document: Any) -> None:
     blob = b"\x00\x01\x02\x03\x04\x05\x06\x07"
     with pytest.raises(WireError):
         decode(frame(document, blob))
+    decodes_or_raises_wire_error(frame(document, blob))  # check refuses it too, unless only torch can tell
+
+
+def test_the_wire_dtypes_bytes_and_gradients_are_torchs() -> None:
+    for name, size in wire.TENSOR_DTYPE_BYTES.items():
+        dtype = getattr(torch, name)
+        assert dtype.itemsize == size, name
+        assert (name in wire.GRADIENT_DTYPES) == (dtype.is_floating_point or dtype.is_complex), name
+
+
+def test_check_reads_a_whole_message_without_torch(tmp_path: Any) -> None:
+    """The grader's runner passes messages on after ``check``; with torch unimportable, its own modules load and
+    ``check`` takes a real message and refuses a broken one."""
+    message = tmp_path / "message"
+    message.write_bytes(sample_message())
+    script = ("import sys\n"
+              "sys.modules['torch'] = None\n"
+              "from helpers.grade import cells, frames, processes, runner, wire\n"
+              "data = open(sys.argv[1], 'rb').read()\n"
+              "wire.check(data)\n"
+              "try:\n"
+              "    wire.check(data[:-1])\n"
+              "except wire.WireError:\n"
+              "    print('refused')\n")
+    done = subprocess.run([sys.executable, "-c", script, str(message)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "refused\n", done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("text", ['{"t": "list", "v": [], "t": "list"}', "[1, 2]", "01", "NaN x",
