@@ -29,6 +29,7 @@ import functools
 import json
 import re
 import struct
+import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 if TYPE_CHECKING:
@@ -163,11 +164,11 @@ def _container_tag(value: Any) -> Optional[str]:
 
 class _Encoder:
     def __init__(self, max_bytes: int) -> None:
-        import torch
-
-        from helpers.course.exercises.engine.observe import MISSING
-
-        self.torch, self.missing = torch, MISSING
+        # No value is a torch object (or MISSING) unless its module is loaded: so none is imported here (the
+        # grader's runner encodes its own failures, and loads no torch).
+        self.torch = sys.modules.get("torch")
+        observe = sys.modules.get("helpers.course.exercises.engine.observe")
+        self.missing = getattr(observe, "MISSING", None) if observe is not None else None
         self.max_bytes = max_bytes
         self.items = 0
         self.chunks: List[bytes] = []
@@ -191,17 +192,12 @@ class _Encoder:
                 raise WireError(f"a str of more than {MAX_STRING} characters")
             self.grow(len(value))
             return value
-        torch = self.torch
-        if value is self.missing:
+        if self.missing is not None and value is self.missing:
             return {"t": "missing"}
-        if cls is torch.Tensor or cls is torch.nn.Parameter:
-            return self.tensor(value)
-        if cls is torch.dtype:
-            return {"t": "dtype", "v": str(value).removeprefix("torch.")}
-        if cls is torch.device:
-            return {"t": "device", "type": value.type, "index": value.index}
-        if cls is torch.Size:
-            return {"t": "size", "v": [self.value(int(size), depth + 1) for size in value]}
+        if self.torch is not None:
+            found = self.torch_value(value, depth)
+            if found is not None:
+                return found
         tag = _container_tag(value)
         if tag is None and cls is not dict:
             return self.opaque(value)
@@ -222,6 +218,19 @@ class _Encoder:
             return {"t": tag, "v": [self.value(item, depth + 1) for item in items]}
         finally:
             del self.open[id(value)]
+
+    def torch_value(self, value: Any, depth: int) -> Optional[Any]:
+        """A tensor's, dtype's, device's or size's record; None for any other value."""
+        torch, cls = self.torch, type(value)
+        if cls is torch.Tensor or cls is torch.nn.Parameter:
+            return self.tensor(value)
+        if cls is torch.dtype:
+            return {"t": "dtype", "v": str(value).removeprefix("torch.")}
+        if cls is torch.device:
+            return {"t": "device", "type": value.type, "index": value.index}
+        if cls is torch.Size:
+            return {"t": "size", "v": [self.value(int(size), depth + 1) for size in value]}
+        return None
 
     def grow(self, size: int) -> None:
         self.size += size
@@ -312,14 +321,32 @@ def _count(value: Any, low: int = 0, high: int = 2**63 - 1) -> int:
     return value
 
 
+def _allocatable(shape: List[int]) -> bool:
+    """Whether torch can make an empty tensor of ``shape`` (compared with ``torch.empty`` on zero-element shapes,
+    torch 2.4 to 2.15): its contiguous strides fit in int64, and the product of its sizes, taken in order, never
+    overflows 64 bits on the way (a zero met later does not save it)."""
+    stride = 1
+    for size in reversed(shape[1:]):
+        stride *= max(size, 1)
+        if stride > 2**63 - 1:
+            return False
+    product = 1
+    for size in shape:
+        product *= size
+        if product > 2**64 - 1:
+            return False
+    return True
+
+
 def _text(value: Any, limit: int) -> str:
     _require(type(value) is str and len(value) <= limit, f"no str of at most {limit} characters: {type(value)}")
     return value
 
 
 class _Decoder:
-    """Reads a message's JSON document and tensor bytes. With ``build=False`` it checks the same things without
-    torch, and stands an ``_Unbuilt`` where a torch value or ``MISSING`` would be."""
+    """Reads a message's JSON document and tensor bytes, importing torch only for a torch value. With
+    ``build=False`` it checks the same things without torch, and stands an ``_Unbuilt`` where a torch value,
+    ``MISSING`` or an unknown object would be."""
 
     def __init__(self, blob: memoryview, max_bytes: int, build: bool = True) -> None:
         self.blob = blob
@@ -328,7 +355,6 @@ class _Decoder:
         self.tensor_bytes = 0  # of every tensor made: one region of the blob may be used many times
         self.opaque_types: Dict[Tuple[str, str], type] = {}
         self.items = 0
-        self.dtypes = _dtypes() if build else {}
         self.readers: Dict[str, Callable[[Dict[str, Any], int], Any]] = {
             "list": self.list, "tuple": self.tuple, "set": self.set, "frozenset": self.set, "dict": self.dict,
             "size": self.size, "int": self.big_int, "dtype": self.dtype, "device": self.device,
@@ -402,8 +428,9 @@ class _Decoder:
         if not self.build:  # which names torch has needs torch: only the name's form is checked
             _require(_DTYPE_NAME.fullmatch(name) is not None, f"the unknown dtype {name!r}")
             return _Unbuilt()
-        _require(name in self.dtypes, f"the unknown dtype {name!r}")
-        return self.dtypes[name]
+        dtypes = _dtypes()
+        _require(name in dtypes, f"the unknown dtype {name!r}")
+        return dtypes[name]
 
     def device(self, record: Dict[str, Any], depth: int) -> Any:
         kind = _text(record["type"], MAX_NAME)
@@ -429,35 +456,41 @@ class _Decoder:
         offset, length = _count(record["offset"]), _count(record["length"])
         _require(offset + length <= len(self.blob), "a tensor's bytes past the end of the message")
         _require(numel * TENSOR_DTYPE_BYTES[name] == length, f"a tensor of shape {shape[:8]} and {length} bytes")
+        _require(_allocatable(shape), f"a tensor shape torch cannot make (its strides overflow): {shape[:8]}")
         self.tensor_bytes += length
         _require(self.tensor_bytes <= self.max_bytes, f"tensors of more than {self.max_bytes} bytes")
         requires_grad, parameter = record["requires_grad"], record["parameter"]
         _require(type(requires_grad) is bool and type(parameter) is bool, "tensor flags that are not bools")
         _require(not requires_grad or name in GRADIENT_DTYPES, "requires_grad on integers")
         region = self.blob[offset:offset + length]
-        _require(name != "bool" or not length or max(region) <= 1, "a bool tensor holding bytes other than 0 and 1")
+        _require(name != "bool" or not bytes(region).translate(None, b"\x00\x01"),
+                 "a bool tensor holding bytes other than 0 and 1")
         if not self.build:
             return _Unbuilt()
         import torch
 
-        tensor = torch.empty(shape, dtype=self.dtypes[name])
+        tensor = torch.empty(shape, dtype=_dtypes()[name])
         if length:
             tensor.reshape(-1).view(torch.uint8).copy_(torch.frombuffer(bytearray(region), dtype=torch.uint8))
         if parameter:
             return torch.nn.Parameter(tensor, requires_grad=requires_grad)
         return tensor.requires_grad_(requires_grad)
 
-    def opaque(self, record: Dict[str, Any], depth: int) -> Opaque:
+    def opaque(self, record: Dict[str, Any], depth: int) -> Any:
         module, name = _text(record["module"], MAX_NAME), _text(record["name"], MAX_NAME)
         _require(all(text and text.isprintable() for text in (module, name)), "an unprintable type name")
-        cls = _OPAQUE_TYPES.get((module, name)) or self.opaque_types.get((module, name))
+        key = (module, name)
+        cls = _OPAQUE_TYPES.get(key) or self.opaque_types.get(key)
         if cls is None:
             _require(len(self.opaque_types) < MAX_OPAQUE_TYPES, f"more than {MAX_OPAQUE_TYPES} unknown types")
-            cls = type(name, (Opaque,), {"__slots__": (), "__module__": module, "__qualname__": name})
-            self.opaque_types[(module, name)] = cls
-            if len(_OPAQUE_TYPES) < _MAX_REMEMBERED_TYPES:  # so that decoded objects of one type share a class
-                _OPAQUE_TYPES[(module, name)] = cls
-        return cls(_text(record["repr"], MAX_REPR))
+            # check counts the type but makes no class, and leaves what later messages are compared with as it was
+            cls = type(name, (Opaque,), {"__slots__": (), "__module__": module, "__qualname__": name}) \
+                if self.build else Opaque
+            self.opaque_types[key] = cls
+            if self.build and len(_OPAQUE_TYPES) < _MAX_REMEMBERED_TYPES:  # decoded objects of one type share a class
+                _OPAQUE_TYPES[key] = cls
+        text = _text(record["repr"], MAX_REPR)
+        return cls(text) if self.build else _Unbuilt()
 
 
 def decode(data: bytes, max_bytes: int = MAX_BYTES) -> Any:
@@ -472,7 +505,8 @@ def decode(data: bytes, max_bytes: int = MAX_BYTES) -> Any:
 
 def check(data: bytes, max_bytes: int = MAX_BYTES) -> None:
     """Raise ``WireError`` where ``decode`` would, without importing torch or building any value (for the
-    grader's runner, which passes messages on and needs no torch). Two differences: the name of a ``torch.dtype``
+    grader's runner, which passes messages on and needs no torch). Like ``decode``, it counts against the cap on
+    unknown types only the types this process has not decoded before, and it remembers none. Two differences: the name of a ``torch.dtype``
     value and the type of a ``torch.device`` are checked for their form only (``decode`` also needs torch to know
     that name: it raises "the unknown dtype ..." or "the unknown device type ..." where ``check`` passes)."""
     _guarded(data, max_bytes, build=False)

@@ -167,20 +167,20 @@ def run_distributed(worker: Callable[..., Any], world_size: int = 2, args: Seque
         TimeoutError: not every rank reported within ``timeout_s`` seconds.
     """
     backend = backend or pick_backend(world_size)
+    call = pickle.dumps((worker, tuple(args)))  # first: it raises for a worker that cannot be sent
     context = mp.get_context(start_method())
     results = context.Queue()
-    store = _rendezvous_store(timeout_s)
     threads = max(1, (os.cpu_count() or 1) // world_size)
     surroundings = _Surroundings.of_this_process()
-    call = pickle.dumps((worker, tuple(args)))
     forked = context.get_start_method() != "spawn"
-    processes = [context.Process(target=_entry, args=(rank, world_size, backend, store.port, timeout_s, threads, call,
-                                                      results, surroundings, forked), daemon=True)
-                 for rank in range(world_size)]
     collected: dict = {}
     failures: dict = {}
     started: List[Any] = []
+    store = _rendezvous_store(timeout_s)
     try:
+        processes = [context.Process(target=_entry, args=(rank, world_size, backend, store.port, timeout_s, threads,
+                                                          call, results, surroundings, forked), daemon=True)
+                     for rank in range(world_size)]
         for process in processes:
             process.start()
             started.append(process)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import json
 import math
 import pickle
@@ -440,6 +441,8 @@ def tensor_record(**changes: Any) -> dict:
     tensor_record(dtype="int32", requires_grad=True),
     tensor_record(shape=[1] * 65, length=4),
     tensor_record(dtype="bool", shape=[8]),
+    tensor_record(shape=[0, 2**62, 2**62], length=0),
+    tensor_record(shape=[3, 2**63 - 1, 0], length=0),
     [1, 2],
     ])
 def test_malformed_documents_raise_wire_error(document: Any) -> None:
@@ -447,6 +450,37 @@ def test_malformed_documents_raise_wire_error(document: Any) -> None:
     with pytest.raises(WireError):
         decode(frame(document, blob))
     decodes_or_raises_wire_error(frame(document, blob))  # check refuses it too, unless only torch can tell
+
+
+def test_zero_element_shapes_decode_exactly_where_torch_can_make_them() -> None:
+    sizes = [0, 1, 3, 2**31, 2**32, 2**62, 2**62 + 1, 2**63 - 1]
+    for ndim in (1, 2, 3):
+        for shape in itertools.product(sizes, repeat=ndim):
+            if 0 not in shape:
+                continue
+            try:
+                torch.empty(list(shape))
+            except RuntimeError:
+                made = False
+            else:
+                made = True
+            message = frame(tensor_record(shape=list(shape), length=0))
+            if made:
+                assert decode(message).shape == shape
+                wire.check(message)
+            else:
+                for read in (decode, wire.check):
+                    with pytest.raises(WireError, match="strides overflow"):
+                        read(message)
+    overflowing = torch.empty(0, 1, 1).expand(0, 2**62, 2**62)  # what an honest answer may return
+    with pytest.raises(WireError, match="strides overflow"):
+        wire.check(encode(overflowing))
+
+
+def test_check_makes_no_class_and_remembers_no_type() -> None:
+    remembered = dict(wire._OPAQUE_TYPES)
+    wire.check(frame({"t": "opaque", "module": "m", "name": "NeverDecodedBefore", "repr": "r"}))
+    assert wire._OPAQUE_TYPES == remembered
 
 
 def test_the_wire_dtypes_bytes_and_gradients_are_torchs() -> None:
@@ -457,8 +491,8 @@ def test_the_wire_dtypes_bytes_and_gradients_are_torchs() -> None:
 
 
 def test_check_reads_a_whole_message_without_torch(tmp_path: Any) -> None:
-    """The grader's runner passes messages on after ``check``; with torch unimportable, its own modules load and
-    ``check`` takes a real message and refuses a broken one."""
+    """The grader's runner passes messages on after ``check``; with torch unimportable, its own modules load,
+    ``check`` takes a real message and refuses a broken one, and the runner encodes its own failures."""
     message = tmp_path / "message"
     message.write_bytes(sample_message())
     script = ("import sys\n"
@@ -469,7 +503,8 @@ def test_check_reads_a_whole_message_without_torch(tmp_path: Any) -> None:
               "try:\n"
               "    wire.check(data[:-1])\n"
               "except wire.WireError:\n"
-              "    print('refused')\n")
+              "    print('refused')\n"
+              "assert wire.decode(runner._failed('the calls broke off')) == {'failed': 'the calls broke off'}\n")
     done = subprocess.run([sys.executable, "-c", script, str(message)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "refused\n", done.stderr[-2000:]
 

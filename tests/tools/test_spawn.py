@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import threading
 import time
 
+import psutil
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -81,4 +83,26 @@ def test_an_interrupt_ends_every_process_and_is_raised_again():
     finally:
         timer.cancel()
         signal.signal(signal.SIGINT, previous)
+    assert _no_children_left()
+
+
+def _listening_ports() -> set:
+    return {connection.laddr.port for connection in psutil.Process().net_connections(kind="tcp")
+            if connection.status == psutil.CONN_LISTEN}
+
+
+def test_the_callers_meeting_point_closes_after_every_kind_of_ending():
+    """The ranks meet at a TCPStore this process holds for the call; after a result, a rank's exception, a
+    timeout, and a worker that cannot be sent to a new process (nothing starts), nothing of it is left listening,
+    even while each exception is kept (as Jupyter keeps the last one, with its frames)."""
+    before = _listening_ports()
+    run_distributed(spawn_workers.all_reduce_rank, world_size=2, backend="gloo")
+    with pytest.raises(WorkerFailed) as failed:
+        run_distributed(spawn_workers.fail_on_rank_one, world_size=2, backend="gloo", timeout_s=60)
+    with pytest.raises(TimeoutError) as timed_out:
+        run_distributed(spawn_workers.sleep_for, world_size=2, args=(60.0,), backend="gloo", timeout_s=3)
+    with pytest.raises((AttributeError, TypeError, pickle.PicklingError)) as unsendable:
+        run_distributed(lambda rank, world_size: rank, world_size=2, backend="gloo")
+    kept = [failed.tb, timed_out.tb, unsendable.tb]
+    assert _listening_ports() <= before, f"still listening while {len(kept)} exceptions are kept"
     assert _no_children_left()
