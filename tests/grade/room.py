@@ -378,6 +378,10 @@ def head_weight_grad(model, x, target):
     return grad
 '''
 
+# A cell that never ends. The grader's limit is on a cell's time, not its CPU; the loop waits rather than spins, so
+# that it takes no core from the rest of the test suite while the limit (40 s) runs out.
+LOOP = "import time\nwhile True:  # a loop whose condition never changes\n    time.sleep(0.2)\n"
+
 # (19) 20 forked children, each sleeping 5 s, of a kernel holding 300 MiB of touched memory: the pages they share
 # count once. Inserted after the (right) exercise cell; it waits for its children.
 FORKS = '''# 20 children sharing 300 MiB
@@ -461,7 +465,7 @@ def _honest(folder: Path, solved: nbformat.NotebookNode, at: int, victim: Path) 
     _write(_with_cell(solved, at, "result = undefined_name + 1"), folder / "raises" / "00_start_here.ipynb")
     expected["raises/00_start_here.ipynb"] = [("head_weight_grad", "error", "NameError")]
 
-    _write(_with_cell(solved, at + 1, "while True:\n    pass"), folder / "loops" / "00_start_here.ipynb")
+    _write(_with_cell(solved, at + 1, LOOP), folder / "loops" / "00_start_here.ipynb")
     expected["loops/00_start_here.ipynb"] = [("head_weight_grad", "error", "time limit for one cell")]
 
     fake = copy.deepcopy(solved)
