@@ -3,8 +3,9 @@
 - Under nbval (``pytest solutions notebooks``; the default run leaves the notebooks to tests/browser), solution
   notebooks run strict, student copies do not: nbval starts each notebook's kernel with this process's
   environment, so setting COURSE_STRICT just before a notebook's first cell decides how its checks behave.
-- Tests run in parallel (pytest-xdist, ``--dist loadscope``). Each worker, and every kernel it starts, gets an
-  equal share of the CPU cores, since oversubscribed torch thread pools run many times slower.
+- Tests run in parallel (pytest-xdist, ``--dist loadscope``), one worker more than there are cores. Each worker,
+  and every kernel it starts, gets an equal share of the CPU cores (at least one thread), since oversubscribed torch
+  thread pools run many times slower.
 - ``run_distributed``'s ranks start from a fork server that imported torch once (``use_fork_server``), not as
   fresh interpreters that import torch again. tests/tools/test_spawn.py tests both ways, spawn (what a learner's
   notebook uses) included.
@@ -57,6 +58,7 @@ BENCHMARK_GROUPS = (
 _started = time.monotonic()
 _started_wall = time.time()
 _group_seconds: dict = {}
+_machine: dict = {}
 
 
 def artifacts_root() -> Path:
@@ -70,6 +72,18 @@ def benchmark_dir() -> Path:
     folder = artifacts_root() / "benchmarks"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than there are cores. A worker often waits (for a kernel, a browser, a server,
+    processes it started, the network) while what it waits for runs; with one worker per core, 2 cores stood idle
+    part of the run (the whole suite: 661 s with 2 workers, 588 s with 3, 591 s with 4, on 2 cores)."""
+    return usable_cores() + 1
 
 
 def threads_per_worker(cores: int, workers: int) -> int:
@@ -129,15 +143,41 @@ def _the_fast_loop_starts_no_kernel(request: pytest.FixtureRequest) -> Iterator[
                     "\nadd it to conftest.KERNEL_PATHS or mark it @pytest.mark.kernel", pytrace=False)
 
 
+def reference_workload_s(repeats: int = 3) -> float:
+    """Seconds this machine takes, on one thread, for a fixed piece of work like the suite's (Python, then a small
+    model's forward and backward passes), the fastest of ``repeats``: runs on different machines compare through
+    it."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        generator = torch.Generator().manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
+        batch = torch.randn(128, 64, generator=generator)
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            sum(number % 7 for number in range(1_000_000))
+            for _ in range(150):
+                model(batch).square().mean().backward()
+            times.append(time.perf_counter() - started)
+    finally:
+        torch.set_num_threads(threads)
+    return min(times)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     sys.addaudithook(_audit)  # audit hooks cannot be removed; _watch turns this one on per test
+    if not hasattr(config, "workerinput"):  # once per run, before the workers start
+        _machine["reference_s"] = reference_workload_s()
     from helpers.tools.spawn import FORK_SERVER_PRELOAD, use_fork_server
 
     use_fork_server((*FORK_SERVER_PRELOAD, "helpers.tools"))  # ranks start in milliseconds, not seconds
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers is None:
         return
-    threads = threads_per_worker(os.cpu_count() or 1, int(workers))
+    threads = threads_per_worker(usable_cores(), int(workers))
     for variable in THREAD_VARIABLES:
         os.environ.setdefault(variable, str(threads))  # kernels and servers started from here inherit it
     import torch
@@ -184,7 +224,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         target = f"the fast loop's target: at most {FAST_LOOP_TARGET_S} s on 2 cores"
     else:
         target = f"the whole suite's target: at most {SUITE_TARGET_S} s on 2 cores, browser tests included"
+    if "reference_s" in _machine:
+        terminalreporter.write_line(
+            f"benchmark: this machine did the reference work (conftest.reference_workload_s) in "
+            f"{_machine['reference_s']:.2f} s on one thread before the run (to compare runs made on different machines)")
     terminalreporter.write_line(
-        f"benchmark: this run took {seconds:.0f} s on {os.cpu_count()} cores with {workers or 'no'} xdist workers "
+        f"benchmark: this run took {seconds:.0f} s on {usable_cores()} cores with {workers or 'no'} xdist workers "
         f"({target})"
     )

@@ -173,11 +173,12 @@ class NotebookInTheBrowser:
     case: NotebookCase
 
     @pytest.fixture(scope="class")
+    @classmethod
     def notebook(
-        self, request: pytest.FixtureRequest, lab_app: LoadedApp, lab_servers: LabServers, artifacts_dir: Path
+        cls, lab_app: LoadedApp, lab_servers: LabServers, artifacts_dir: Path
     ) -> BrowserResult:
         """The notebook run once in the browser; every test of the class reads this one run."""
-        case: NotebookCase = request.cls.case
+        case: NotebookCase = cls.case
         return drive(lab_servers, lab_app, case.folder, case.name, artifacts_dir / case.screenshot_name)
 
     def test_run_all_runs_every_cell_without_unexpected_errors(self, notebook: BrowserResult) -> None:
