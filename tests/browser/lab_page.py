@@ -25,6 +25,7 @@ WIDGET_TIMEOUT_MS = 30_000       # widget views appear after Run All finishes
 CLICK_TIMEOUT_MS = 20_000        # a click's answer comes back from the kernel
 VIEWPORT = {"width": 1280, "height": 1000}
 MAX_SCREENSHOT_HEIGHT = 60_000   # pixels; a taller notebook is cut there (the run records both heights)
+SCREENSHOT_QUALITY = 80          # a .jpg screenshot: a whole notebook costs Chromium about half a PNG's time
 
 OPENED_NOTEBOOK_JS = """
 (path) => {
@@ -357,7 +358,7 @@ def save_screenshot(page: Page, path: Path) -> Dict[str, int]:
     )
     page.wait_for_timeout(300)  # let the relayout paint
     path.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(path))
+    page.screenshot(path=str(path), **({"quality": SCREENSHOT_QUALITY} if path.suffix == ".jpg" else {}))
     sizes = page.evaluate(NOTEBOOK_HEIGHTS_JS)
     return {"content": sizes["content"], "shown": sizes["visible"]}
 

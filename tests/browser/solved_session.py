@@ -248,7 +248,7 @@ def run_solved_session(chromium: Browser, notebooks: Sequence[Path], work: Path,
                     page, url, path.name,
                     widget_cells=[q.cell_index for q in expected.predict_questions] + sorted(expected.hint_cells),
                     predict_cells=[q.cell_index for q in expected.predict_questions],
-                    answer_marker=checks.PREDICT_ANSWER_MARKER, screenshot=screenshots / f"solutions_{path.stem}.png",
+                    answer_marker=checks.PREDICT_ANSWER_MARKER, screenshot=screenshots / f"solutions_{path.stem}.jpg",
                     in_loaded_app=number > 0, tabs=number + 1)
                 kernel_id = page.evaluate(KERNEL_ID_JS)
                 figures = _figures(server, path.name, kernel_id, time.monotonic() - started)

@@ -3,12 +3,11 @@
 Per notebook (notebooks/, with COURSE_STRICT=0): open it, Run All, wait for every cell, then check that no
 unexpected error shows, every expected-error card explains itself, every exercise card renders, the graph pictures
 render, and a predict widget answers a click. The solved notebooks get the same checks in one learner's session
-(test_solved_course.py). A full-height screenshot of each
+(test_solved_course.py). A full-height screenshot (JPEG) of each
 notebook goes to test-artifacts/browser/ (or $COURSE_ARTIFACTS/browser/).
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, List, Tuple
@@ -56,7 +55,7 @@ class NotebookCase:
 
     @property
     def screenshot_name(self) -> str:
-        return f"{self.folder}_{Path(self.name).stem}.png"
+        return f"{self.folder}_{Path(self.name).stem}.jpg"
 
     @property
     def exercise_status(self) -> Status:
@@ -156,7 +155,7 @@ def check_clicks(result: BrowserResult) -> None:
 def check_screenshot(result: BrowserResult) -> None:
     path = result.run.screenshot
     assert path is not None and path.is_file(), f"no screenshot for {result.case}"
-    width, height = png_size(path)
+    width, height = image_size(path)
     assert width >= 1000 and height >= result.run.shown_height, (width, height, result.run.shown_height)
     assert result.run.shown_height >= result.run.content_height, (
         f"the screenshot shows {result.run.shown_height} of the notebook's {result.run.content_height} pixels")
@@ -207,11 +206,13 @@ for _case in NOTEBOOK_CASES:
     globals()[_case.class_name] = type(_case.class_name, (NotebookInTheBrowser,), {"case": _case})
 
 
-def png_size(path: Path) -> Tuple[int, int]:
-    """(width, height) from a PNG's header."""
-    header = path.read_bytes()[:24]
-    assert header[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
-    return struct.unpack(">II", header[16:24])
+def image_size(path: Path) -> Tuple[int, int]:
+    """(width, height) of a JPEG or PNG screenshot, read from its header."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        assert image.format in ("JPEG", "PNG"), f"{path} is a {image.format}, not a JPEG or PNG"
+        return image.size
 
 
 def test_the_course_uses_every_feature_these_tests_check() -> None:
@@ -285,7 +286,7 @@ def broken_notebook(lab_app: LoadedApp, lab_servers: LabServers, tmp_path: Path)
     name = "zz_broken_selftest.ipynb"
     write_broken_notebook(root / name)
     try:
-        yield drive(lab_servers, lab_app, "notebooks", name, tmp_path / "broken.png",
+        yield drive(lab_servers, lab_app, "notebooks", name, tmp_path / "broken.jpg",
                     widget_timeout_ms=3_000, click_timeout_ms=3_000)
     finally:
         (root / name).unlink(missing_ok=True)
@@ -364,10 +365,10 @@ def test_a_tab_left_open_stays_out_of_the_next_notebooks_reading(chromium: Brows
         common = dict(widget_cells=[], answer_marker=checks.PREDICT_ANSWER_MARKER, widget_timeout_ms=3_000,
                       click_timeout_ms=3_000)
         left_open = run_in_page(page, server.notebook_url(broken), broken, predict_cells=predict_cells,
-                                screenshot=tmp_path / "left_open.png", **common)
+                                screenshot=tmp_path / "left_open.jpg", **common)
         # The broken notebook's predict cell index, asked of the next one: its button must not be found.
         next_one = run_in_page(page, server.notebook_url(clean), clean, predict_cells=predict_cells,
-                               screenshot=tmp_path / "next.png", in_loaded_app=True, tabs=2, **common)
+                               screenshot=tmp_path / "next.jpg", in_loaded_app=True, tabs=2, **common)
     finally:
         context.close()
         shut_down_kernels(server)
