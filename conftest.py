@@ -79,6 +79,7 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one worker more than there are cores. A worker often waits (for a kernel, a browser, a server,
     processes it started, the network) while what it waits for runs; with one worker per core, 2 cores stood idle

@@ -16,6 +16,7 @@ BUILD_TIMEOUT_S = 1800
 CACHE_BASE = ROOT / "book" / "_build" / ".jupyter_cache"
 THROWAWAY_REPOSITORY = "https://github.com/example-org/NAME"
 THROWAWAY_REF = "v1.0.0"
+KERNEL_START_FAILED = "Kernel died before replying to kernel_info"  # nbclient's words
 
 
 def require_jupyter_book() -> None:
@@ -29,13 +30,23 @@ def require_jupyter_book() -> None:
 
 
 def build_site(root: Path) -> Path:
-    """Run ``bash book/build`` for the course at ``root`` (sharing this repository's cache); its HTML folder."""
+    """Run ``bash book/build`` for the course at ``root`` (sharing this repository's cache); its HTML folder.
+
+    A build whose kernel died at its start is run once more: jupyter_client picks a kernel's ports before the kernel
+    binds them, and another process of the run (a kernel, a server, a process group's store) can take one in between
+    (jupyter/jupyter_client#154). The execution cache keeps the notebooks that ran, so only the rest run again.
+    """
     command = ["bash", str(root / "book" / "build"), "--execution-cache", str(CACHE_BASE)]
-    result = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    if result.returncode != 0:
+    for attempt in (1, 2):
+        result = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        if result.returncode == 0:
+            return root / "book" / "_build" / "html"
+        if attempt == 1 and KERNEL_START_FAILED in result.stdout + result.stderr:
+            print(f"bash book/build: {KERNEL_START_FAILED}; building again")
+            continue
         log = (result.stdout + result.stderr)[-6000:]
         pytest.fail(f"bash book/build failed (exit {result.returncode}):\n{log}", pytrace=False)
-    return root / "book" / "_build" / "html"
+    raise AssertionError("unreachable")
 
 
 def tracked_and_new_files(root: Path) -> list:
