@@ -3,9 +3,11 @@
 - Under nbval (``pytest solutions notebooks``; the default run leaves the notebooks to tests/browser), solution
   notebooks run strict, student copies do not: nbval starts each notebook's kernel with this process's
   environment, so setting COURSE_STRICT just before a notebook's first cell decides how its checks behave.
-- Tests run in parallel (pytest-xdist, ``--dist loadscope``), one worker more than there are cores. Each worker,
-  and every kernel it starts, gets an equal share of the CPU cores (at least one thread), since oversubscribed torch
-  thread pools run many times slower.
+- Tests run in parallel (pytest-xdist, ``--dist loadscope``), one worker per core. Each worker, and every kernel it
+  starts, gets an equal share of the CPU cores, since oversubscribed torch thread pools run many times slower. (One
+  worker more than there are cores, tried on 2 cores: 588 s instead of 661 s for the whole suite, but on torch 2.15 two
+  runs of processes joined by gloo failed to connect or hung, once each, which this session's runs with one worker
+  per core never showed.)
 - ``run_distributed``'s ranks start from a fork server that imported torch once (``use_fork_server``), not as
   fresh interpreters that import torch again. tests/tools/test_spawn.py tests both ways, spawn (what a learner's
   notebook uses) included.
@@ -77,14 +79,6 @@ def benchmark_dir() -> Path:
 def usable_cores() -> int:
     """The CPU cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: one worker more than there are cores. A worker often waits (for a kernel, a browser, a server,
-    processes it started, the network) while what it waits for runs; with one worker per core, 2 cores stood idle
-    part of the run (the whole suite: 661 s with 2 workers, 588 s with 3, 591 s with 4, on 2 cores)."""
-    return usable_cores() + 1
 
 
 def threads_per_worker(cores: int, workers: int) -> int:
