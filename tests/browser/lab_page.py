@@ -25,7 +25,7 @@ WIDGET_TIMEOUT_MS = 30_000       # widget views appear after Run All finishes
 CLICK_TIMEOUT_MS = 20_000        # a click's answer comes back from the kernel
 VIEWPORT = {"width": 1280, "height": 1000}
 MAX_SCREENSHOT_HEIGHT = 60_000   # pixels; a taller notebook is cut there (the run records both heights)
-SCREENSHOT_QUALITY = 80          # a .jpg screenshot: a whole notebook costs Chromium about half a PNG's time
+SCREENSHOT_QUALITY = 80          # a .jpg screenshot: a whole page costs Chromium about half a PNG's time
 
 OPENED_NOTEBOOK_JS = """
 (path) => {
@@ -341,6 +341,11 @@ def read_cells(page: Page) -> Dict[str, Any]:
     return page.evaluate(READ_CELLS_JS)
 
 
+def screenshot_options(path: Path) -> Dict[str, Any]:
+    """Playwright's screenshot arguments for ``path``: JPEG at SCREENSHOT_QUALITY for a .jpg, else PNG."""
+    return {"path": str(path), **({"quality": SCREENSHOT_QUALITY} if path.suffix == ".jpg" else {})}
+
+
 def save_screenshot(page: Page, path: Path) -> Dict[str, int]:
     """Screenshot the whole notebook into ``path``: sidebars closed, a viewport as tall as the notebook.
 
@@ -358,7 +363,7 @@ def save_screenshot(page: Page, path: Path) -> Dict[str, int]:
     )
     page.wait_for_timeout(300)  # let the relayout paint
     path.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(path), **({"quality": SCREENSHOT_QUALITY} if path.suffix == ".jpg" else {}))
+    page.screenshot(**screenshot_options(path))
     sizes = page.evaluate(NOTEBOOK_HEIGHTS_JS)
     return {"content": sizes["content"], "shown": sizes["visible"]}
 
@@ -461,6 +466,6 @@ def save_failure_screenshot(page: Page, path: Path) -> None:
     """Best effort: what the page showed when driving it failed."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(path), timeout=10_000)
+        page.screenshot(**screenshot_options(path), timeout=10_000)
     except (PlaywrightError, OSError) as error:  # the page may be gone; the original error matters more
         print(f"no failure screenshot: {error}")

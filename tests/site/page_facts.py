@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List
 
+from tests.browser.lab_page import screenshot_options
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "site"
 # A page that only sends the browser on (Jupyter Book's index.html): read as its link, never opened, since the
 # browser may be half-way to the next page when it is read.
 REDIRECT = re.compile(r'^<meta http-equiv="Refresh" content="0; url=(?P<target>[^"]+)" />\s*$', re.IGNORECASE)
-# Screenshots are JPEG: a whole page costs Chromium half the time a PNG does (1.8 s, not 3.7 s, for notebook 07).
-SCREENSHOT_QUALITY = 80
 EXPECTED_ERROR_CARD = "Expected error reproduced"
 TRACEBACK_LINE = "Traceback (most recent call last)"
 
@@ -107,7 +107,7 @@ def gather(browser, site: Path, screenshots: str = "", full_page: bool = True) -
             if screenshots:
                 target = ARTIFACTS / screenshots / (relative.replace("/", "__").removesuffix(".html") + ".jpg")
                 target.parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=str(target), full_page=full_page, quality=SCREENSHOT_QUALITY)
+                page.screenshot(**screenshot_options(target), full_page=full_page)
     finally:
         context.close()
     return facts
