@@ -46,6 +46,7 @@ KERNEL_PATHS = (
     "tests/course/test_kernel_shutdown.py",  # nbclient kernels and a Jupyter server
     "tests/grade/test_grade_room.py",  # the grader runs a room of notebooks
     "tests/authoring/test_bench.py",  # runs a notebook to measure it
+    "tests/authoring/test_chinese_notebooks_run.py",  # runs the Chinese notebooks
     "tests/authoring/test_whole_session.py",  # a JupyterLab session
 )
 # The groups the end-of-run benchmark lines sum test time over (the first prefix that matches a test's path).

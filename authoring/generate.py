@@ -5,6 +5,12 @@ Usage, from the repository root::
     python -m authoring.generate           # write notebooks/*.ipynb and helpers/course/exercises/solutions.json
     python -m authoring.generate --check   # fail when any of them is stale (the tests run this)
     python -m authoring.generate --force   # overwrite student copies a learner edited (a .bak copy is kept)
+    python -m authoring.generate --update-catalogs [STEM ...]   # keep i18n/zh_CN/*.po in step with the English
+                                                                # (and start a catalog for each STEM named)
+
+The Chinese edition (``authoring.translation``): for each solution notebook with a catalog in ``i18n/zh_CN/``, the
+generator writes ``solutions/zh-CN/`` and ``notebooks/zh-CN/``; ``--check`` fails on a missing, empty, stale or
+obsolete catalog entry too.
 """
 from __future__ import annotations
 
@@ -22,9 +28,15 @@ import nbformat
 from authoring import release_json
 from authoring.launch_cells import badges_markdown, readme_with_badges, with_badges, with_launch_cells
 from authoring.solution_markers import MarkerError, has_marker_text, split_cell
+from authoring.translation import catalog as zh_catalog
+from authoring.translation.edition import FOLDER as ZH_FOLDER
+from authoring.translation.edition import TranslationError, markdown_english, setup_title, translated, \
+    with_chinese_launch_cells
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SOLUTIONS_JSON = Path("helpers") / "course" / "exercises" / "solutions.json"
+CATALOGS = Path("i18n") / zh_catalog.LOCALE  # one <stem>.po per translated notebook, and shared.po
+SHARED_CATALOG = "shared"
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 GENERATED_NOTE = (
     "Generated from solutions/ by `python -m authoring.generate`: edit the solution notebook, not this copy."
@@ -146,10 +158,103 @@ def build(root: Path) -> Dict[Path, str]:
         student_path = f"notebooks/{solution_file.name}"
         outputs[root / student_path] = _notebook_text(_student_with_launch_cells(student, release, student_path))
     outputs[root / SOLUTIONS_JSON] = json.dumps(solutions, indent=1, sort_keys=True) + "\n"
+    outputs.update(chinese_outputs(root, release, solution_files))
     readme = _readme(root, release, [path.stem for path in solution_files])
     if readme is not None:
         outputs[root / "README.md"] = readme
     return outputs
+
+
+def catalog_path(root: Path, stem: str) -> Path:
+    """The Chinese catalog of notebook ``stem`` (``shared`` for the texts every notebook has)."""
+    return root / CATALOGS / f"{stem}.po"
+
+
+def translated_stems(root: Path) -> List[str]:
+    """The notebooks that have a Chinese catalog, and so a Chinese edition."""
+    return sorted(path.stem for path in (root / CATALOGS).glob("*.po") if path.stem != SHARED_CATALOG)
+
+
+def _shared_catalog(root: Path) -> zh_catalog.Catalog:
+    path = catalog_path(root, SHARED_CATALOG)
+    return zh_catalog.load(path) if path.exists() else zh_catalog.new_catalog()
+
+
+def english_entries(notebook: nbformat.NotebookNode) -> zh_catalog.Entries:
+    """What a notebook's catalog translates (its markdown cells without badges, its check titles)."""
+    markdown = {cell.id: markdown_english(cell) for cell in notebook.cells if cell.cell_type == "markdown"}
+    return zh_catalog.notebook_entries(notebook, markdown)
+
+
+def chinese_outputs(root: Path, release: release_json.Release, solution_files: Sequence[Path]) -> Dict[Path, str]:
+    """The Chinese solution notebook and student copy of each notebook that has a catalog.
+
+    Raises:
+        TranslationError: a check cell whose title and printed line do not match.
+    """
+    outputs: Dict[Path, str] = {}
+    stems = set(translated_stems(root))
+    shared = _shared_catalog(root)
+    for solution_file in solution_files:
+        if solution_file.stem not in stems:
+            continue
+        source_path = solution_file.relative_to(root).as_posix()
+        english = nbformat.read(str(solution_file), as_version=4)
+        solution_path = f"solutions/{ZH_FOLDER}/{solution_file.name}"
+        solution = translated(english, zh_catalog.load(catalog_path(root, solution_file.stem)), shared, release,
+                              solution_path, source_path)
+        outputs[root / solution_path] = _notebook_text(solution)
+        student_path = f"notebooks/{ZH_FOLDER}/{solution_file.name}"
+        student = make_student_notebook(solution, solution_path, {})
+        student = with_chinese_launch_cells(student, release, student_path, shared)
+        student.metadata["course"]["source_hash"] = source_hash(student)
+        outputs[root / student_path] = _notebook_text(student)
+    return outputs
+
+
+def catalog_problems(root: Path) -> List[str]:
+    """Each missing, empty, stale or obsolete entry of the Chinese catalogs."""
+    found: List[str] = []
+    stems = translated_stems(root)
+    shared_entries: zh_catalog.Entries = {}
+    for stem in stems:
+        solution_file = root / "solutions" / f"{stem}.ipynb"
+        name = catalog_path(root, stem).relative_to(root).as_posix()
+        if not solution_file.exists():
+            found.append(f"{name} has no solution notebook")
+            continue
+        english = nbformat.read(str(solution_file), as_version=4)
+        shared_entries.update(setup_title(english))
+        found += zh_catalog.problems(zh_catalog.load(catalog_path(root, stem)), english_entries(english), name)
+    if stems:
+        shared_name = catalog_path(root, SHARED_CATALOG).relative_to(root).as_posix()
+        found += zh_catalog.problems(_shared_catalog(root), shared_entries, shared_name)
+    return found
+
+
+def update_catalogs(root: Path, new_stems: Sequence[str]) -> List[Path]:
+    """Bring every Chinese catalog (and a new one for each of ``new_stems``) in step with the English; returns the
+    files written."""
+    written: List[Path] = []
+    shared_entries: zh_catalog.Entries = {}
+    for stem in sorted(set(translated_stems(root)) | set(new_stems)):
+        english = nbformat.read(str(root / "solutions" / f"{stem}.ipynb"), as_version=4)
+        shared_entries.update(setup_title(english))
+        path = catalog_path(root, stem)
+        old = zh_catalog.load(path) if path.exists() else zh_catalog.new_catalog()
+        written += _write_if_changed(path, zh_catalog.po_text(zh_catalog.merged(old, english_entries(english))))
+    if shared_entries:
+        text = zh_catalog.po_text(zh_catalog.merged(_shared_catalog(root), shared_entries))
+        written += _write_if_changed(catalog_path(root, SHARED_CATALOG), text)
+    return written
+
+
+def _write_if_changed(path: Path, text: str) -> List[Path]:
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return [path]
 
 
 def learner_edited(path: Path) -> bool:
@@ -163,9 +268,13 @@ def learner_edited(path: Path) -> bool:
 
 
 def orphans(root: Path) -> List[Path]:
-    """Student notebooks whose solution no longer exists."""
+    """Student notebooks whose solution no longer exists, and Chinese notebooks that have no catalog."""
     solution_names = {path.name for path in (root / "solutions").glob("*.ipynb")}
-    return [path for path in sorted((root / "notebooks").glob("*.ipynb")) if path.name not in solution_names]
+    found = [path for path in sorted((root / "notebooks").glob("*.ipynb")) if path.name not in solution_names]
+    translated_names = {f"{stem}.ipynb" for stem in translated_stems(root)} & solution_names
+    for folder in (root / "solutions" / ZH_FOLDER, root / "notebooks" / ZH_FOLDER):
+        found += [path for path in sorted(folder.glob("*.ipynb")) if path.name not in translated_names]
+    return found
 
 
 def check(root: Path) -> List[str]:
@@ -176,8 +285,9 @@ def check(root: Path) -> List[str]:
             problems.append(f"{path.relative_to(root)} is missing")
         elif path.read_text(encoding="utf-8") != text:
             problems.append(f"{path.relative_to(root)} is stale")
-    problems += [f"{path.relative_to(root)} has no solution notebook" for path in orphans(root)]
-    return problems
+    problems += [f"{path.relative_to(root)} has no solution notebook" + (" or no catalog" if ZH_FOLDER in path.parts
+                                                                          else "") for path in orphans(root)]
+    return problems + catalog_problems(root)
 
 
 def write(root: Path, force: bool) -> List[str]:
@@ -186,7 +296,8 @@ def write(root: Path, force: bool) -> List[str]:
     refused = [
         path
         for path in outputs
-        if path.parent == root / "notebooks" and path.exists() and learner_edited(path)
+        if path.parent in (root / "notebooks", root / "notebooks" / ZH_FOLDER) and path.exists()
+        and learner_edited(path)
         and path.read_text(encoding="utf-8") != outputs[path]
     ]
     if refused and not force:
@@ -219,10 +330,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="fail when generated files are stale")
     parser.add_argument("--force", action="store_true", help="overwrite edited student copies (keeps a .bak)")
+    parser.add_argument("--update-catalogs", nargs="*", metavar="STEM", default=None,
+                        help="update the Chinese catalogs from the English (and start one for each STEM named)")
     parser.add_argument("--root", type=Path, default=None, help="repository root (default: found automatically)")
     args = parser.parse_args(argv)
     root = (args.root or default_root()).resolve()
     try:
+        if args.update_catalogs is not None:
+            for path in update_catalogs(root, args.update_catalogs):
+                print(f"updated {path.relative_to(root)}")
+            return 0
         if args.check:
             problems = check(root)
             for problem in problems:
@@ -230,10 +347,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if problems:
                 print("Run `python -m authoring.generate` and commit the result.", file=sys.stderr)
                 return 1
-            print("notebooks/ is up to date with solutions/, and badges and set-up cells with release.json")
+            print("notebooks/ is up to date with solutions/, and badges and set-up cells with release.json; "
+                  f"the Chinese catalogs are complete (translated: {', '.join(translated_stems(root)) or 'none'})")
             return 0
         refused = write(root, args.force)
-    except (MarkerError, release_json.ReleaseError) as error:
+    except (MarkerError, release_json.ReleaseError, TranslationError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if refused:

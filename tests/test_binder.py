@@ -19,6 +19,7 @@ PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # Only for running the tests, or already in Binder's base environment (JupyterLab, ipykernel).
 NOT_NEEDED_ON_BINDER = {
     "psutil", "pytest", "pytest-xdist", "nbval", "nbclient", "ipykernel", "jupyterlab", "playwright",
+    "polib",  # the generator's (authors'), for the Chinese catalogs; notebooks never import it
 }
 
 

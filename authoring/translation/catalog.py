@@ -1,0 +1,123 @@
+"""The translatable texts of a notebook, and the PO catalog that holds their translations (read with polib).
+
+One entry per text, keyed by ``msgctxt``: a markdown cell by its id (``a266346e``), a check cell's title by its id
+and ``#title`` (``216205b5#title``). ``msgid`` is the English the entry translates. When the English changes,
+``merged`` keeps the old Chinese, marks the entry ``fuzzy`` and keeps the English it was made from as its previous
+``msgid`` (``#| msgid`` in the file), as gettext's ``msgmerge`` does; a translator updates it in any PO editor
+(Poedit, Weblate, Crowdin) and removes the flag.
+
+polib is the PO library translation tools build on (Weblate, translate-toolkit). It reads and writes every part of
+an entry this needs, the previous ``msgid`` of a stale entry included, exactly as GNU gettext does; Babel, which
+JupyterLab installs anyway, writes a multi-line previous ``msgid`` on one line and drops it when reading.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import nbformat
+import polib
+
+LOCALE = "zh_CN"
+TITLE_SUFFIX = "#title"
+CHECK_TITLE = re.compile(r"^#@title ✓ check: (?P<text>.+)$")
+ANY_TITLE = re.compile(r"^#@title (?P<text>.+)$")
+HEADER = ("The course's Chinese edition: one entry per cell, keyed by the cell's id.\n"
+          "Edit msgstr only; `python -m authoring.generate --update-catalogs` keeps msgid in step with the English.")
+METADATA = {"Project-Id-Version": "two-losses-course", "Language": LOCALE, "MIME-Version": "1.0",
+            "Content-Type": "text/plain; charset=UTF-8", "Content-Transfer-Encoding": "8bit"}
+
+Entries = Dict[str, str]  # msgctxt -> English, in cell order
+Catalog = polib.POFile
+
+def title_text(cell: nbformat.NotebookNode, checks_only: bool = True) -> Optional[str]:
+    """The text of a code cell's ``#@title`` line (after ``✓ check:`` for a check cell); None without one."""
+    if cell.cell_type != "code" or not cell.source.startswith("#@title "):
+        return None
+    match = (CHECK_TITLE if checks_only else ANY_TITLE).match(cell.source.split("\n", 1)[0])
+    return match["text"] if match else None
+
+
+def notebook_entries(notebook: nbformat.NotebookNode, markdown_english: Dict[str, str]) -> Entries:
+    """The texts of ``notebook`` to translate: each markdown cell (as ``markdown_english`` gives its English, badges
+    left out) and each check cell's title. The Colab set-up cell is the shared catalog's."""
+    entries: Entries = {}
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            if markdown_english[cell.id].strip():
+                entries[cell.id] = markdown_english[cell.id]
+        else:
+            title = title_text(cell)
+            if title is not None:
+                entries[cell.id + TITLE_SUFFIX] = title
+    return entries
+
+
+def new_catalog() -> Catalog:
+    """An empty Chinese catalog with the course's header."""
+    catalog = polib.POFile(wrapwidth=0)
+    catalog.header = HEADER
+    catalog.metadata = dict(METADATA)
+    return catalog
+
+
+def load(path: Path) -> Catalog:
+    """The catalog at ``path``."""
+    return polib.pofile(str(path), wrapwidth=0, encoding="utf-8")
+
+
+def po_text(catalog: Catalog) -> str:
+    """``catalog`` as the text of a PO file: no line wrapping, the previous English of stale entries kept."""
+    text = str(catalog)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def by_context(catalog: Catalog) -> Dict[str, polib.POEntry]:
+    """The catalog's entries by ``msgctxt`` (obsolete ones and entries without a context are left out)."""
+    return {entry.msgctxt: entry for entry in catalog if entry.msgctxt and not entry.obsolete}
+
+
+def merged(catalog: Catalog, entries: Entries) -> Catalog:
+    """A catalog with exactly ``entries``' keys, in their order: an unchanged entry as it was; a new one empty; one
+    whose English changed keeps its Chinese, marked ``fuzzy``, with the English it was made from beside it."""
+    old = by_context(catalog)
+    result = new_catalog()
+    result.header = catalog.header or result.header
+    result.metadata = dict(catalog.metadata) or result.metadata
+    for context, english in entries.items():
+        before = old.get(context)
+        if before is None or not before.msgstr:
+            result.append(polib.POEntry(msgctxt=context, msgid=english, msgstr=""))
+        elif before.msgid == english:
+            result.append(before)
+        else:
+            previous = before.previous_msgid if before.fuzzy and before.previous_msgid else before.msgid
+            result.append(polib.POEntry(msgctxt=context, msgid=english, msgstr=before.msgstr, flags=["fuzzy"],
+                                        previous_msgid=previous))
+    return result
+
+
+def chinese(entry: Optional[polib.POEntry]) -> Optional[str]:
+    """An entry's Chinese, or None where there is none (no entry, or an empty one)."""
+    if entry is None or not entry.msgstr.strip():
+        return None
+    return entry.msgstr
+
+
+def problems(catalog: Catalog, entries: Entries, name: str) -> List[str]:
+    """What keeps ``catalog`` from translating ``entries``: missing, empty, stale (English changed) or obsolete."""
+    found: List[str] = []
+    old = by_context(catalog)
+    for context, english in entries.items():
+        entry = old.get(context)
+        where = f"{name}: entry {context}"
+        if entry is None:
+            found.append(f"{where} is missing")
+        elif chinese(entry) is None:
+            found.append(f"{where} is empty")
+        elif entry.msgid != english or entry.fuzzy:
+            found.append(f"{where} is stale: its English changed (update the Chinese, then remove the fuzzy flag)")
+    found += [f"{name}: entry {context} is for a cell that no longer exists" for context in old
+              if context not in entries]
+    return found

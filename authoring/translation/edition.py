@@ -1,0 +1,115 @@
+"""Writing a Chinese notebook from an English one and its catalog.
+
+Markdown cells take their Chinese from the catalog; a check cell gets its title and its ``✓ checked:`` line in
+Chinese; every other character of every code cell stays the English one (``english_code`` undoes exactly those two
+changes, and the tests compare the result with the English cell byte for byte). An entry that is missing or empty
+leaves the English in place, one that is stale keeps its old Chinese, each with a one-line note, so that an author
+sees it; ``python -m authoring.generate --check`` fails on both.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from typing import Dict, Optional
+
+import nbformat
+import polib
+
+from authoring.launch_cells import is_setup_cell, with_badges, with_launch_cells
+from authoring.release_json import Release
+from authoring.translation.catalog import TITLE_SUFFIX, Catalog, by_context, chinese, title_text
+
+FOLDER = "zh-CN"  # solutions/zh-CN/ and notebooks/zh-CN/
+SETUP_CONTEXT = "colab-setup" + TITLE_SUFFIX  # the Colab set-up cell's title, in the shared catalog
+CHECK_TITLE_EN, CHECK_TITLE_ZH = "#@title ✓ check: ", "#@title ✓ 检查："
+CHECKED_EN, CHECKED_ZH = "✓ checked: ", "✓ 已检查："
+NOT_TRANSLATED = "> （本段尚未翻译，下面是英文原文。）\n\n"
+STALE = "> （英文原文已修改，本段译文有待更新。）\n\n"
+
+
+class TranslationError(ValueError):
+    """A catalogued string cannot be written into its cell (a check line that is not where the title says)."""
+
+
+def markdown_english(cell: nbformat.NotebookNode) -> str:
+    """A markdown cell's English as the catalog keys it: without the generated launch badges."""
+    return with_badges(cell.source, "")
+
+
+def _markdown(entry: Optional[polib.POEntry], english: str) -> str:
+    text = chinese(entry)
+    if text is None:
+        return NOT_TRANSLATED + english
+    if entry.fuzzy or entry.msgid != english:
+        return STALE + text
+    return text
+
+
+def check_line(text: str, prefix: str) -> str:
+    """The Python literal of a check cell's printed line (``print("✓ checked: ...")``)."""
+    return json.dumps(prefix + text, ensure_ascii=False)
+
+
+def translated_check(source: str, english: str, translation: str, where: str) -> str:
+    """A check cell's source with its title and its printed line in Chinese; nothing else changes."""
+    if "\n" in translation:
+        raise TranslationError(f"{where}: a check title's translation must be one line")
+    first, newline, rest = source.partition("\n")
+    if first != CHECK_TITLE_EN + english:
+        raise TranslationError(f"{where}: the title line is not '{CHECK_TITLE_EN}{english}'")
+    literal = check_line(english, CHECKED_EN)
+    if rest.count(literal) != 1:
+        raise TranslationError(f"{where}: the check prints {literal} not exactly once")
+    return CHECK_TITLE_ZH + translation + newline + rest.replace(literal, check_line(translation, CHECKED_ZH))
+
+
+def english_code(source: str, english: str, translation: str) -> str:
+    """The inverse of ``translated_check``: the English cell a Chinese check cell was written from."""
+    first, newline, rest = source.partition("\n")
+    return (CHECK_TITLE_EN + english + newline + rest.replace(check_line(translation, CHECKED_ZH),
+                                                              check_line(english, CHECKED_EN)))
+
+
+def with_chinese_launch_cells(notebook: nbformat.NotebookNode, release: Release, path: str,
+                              shared: Catalog) -> nbformat.NotebookNode:
+    """``with_launch_cells`` for a Chinese notebook at ``path``: its own badges, the set-up cell's title in Chinese."""
+    notebook = with_launch_cells(notebook, release, path)
+    message = by_context(shared).get(SETUP_CONTEXT)
+    for cell in notebook.cells:
+        if is_setup_cell(cell):
+            english = title_text(cell, checks_only=False) or ""
+            cell.source = "#@title " + (chinese(message) or english) + "\n" + cell.source.partition("\n")[2]
+    return notebook
+
+
+def setup_title(notebook: nbformat.NotebookNode) -> Dict[str, str]:
+    """The shared catalog's entries found in ``notebook``: the Colab set-up cell's title."""
+    for cell in notebook.cells:
+        if is_setup_cell(cell):
+            return {SETUP_CONTEXT: title_text(cell, checks_only=False) or ""}
+    return {}
+
+
+def translated(english: nbformat.NotebookNode, catalog: Catalog, shared: Catalog, release: Release,
+               path: str, source_path: str) -> nbformat.NotebookNode:
+    """The Chinese solution notebook at ``path``, written from the English one at ``source_path``."""
+    notebook = copy.deepcopy(english)
+    messages = by_context(catalog)
+    for index, cell in enumerate(notebook.cells, 1):
+        if cell.cell_type == "markdown":
+            text = markdown_english(cell)
+            if text.strip():
+                cell.source = _markdown(messages.get(cell.id), text)
+            continue
+        title = title_text(cell)
+        if title is None:
+            continue
+        text = chinese(messages.get(cell.id + TITLE_SUFFIX)) or title
+        cell.source = translated_check(cell.source, title, text, f"{source_path}, cell {index}")
+    notebook.metadata["course"] = {
+        "language": FOLDER,
+        "translated_from": source_path,
+        "note": f"Generated by `python -m authoring.generate` from {source_path} and its catalog in i18n/: "
+                "edit those, not this copy.",
+    }
+    return with_chinese_launch_cells(notebook, release, path, shared)

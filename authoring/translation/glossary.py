@@ -1,0 +1,79 @@
+"""The course's Chinese terms (``i18n/zh_CN/glossary.csv``), and the checks that the translations use them.
+
+Each row: the English term, its Chinese, variants a translator might write instead (wrong here), whether the first
+use in each notebook carries the English in parentheses (``计算图（computation graph）``), and optionally a regular
+expression for the English (``in[- ]place``). The English is matched as a word, plurals included, outside code
+(backticks, fenced blocks) and links' addresses.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, List, Sequence, Tuple
+
+CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
+LINK_TARGET = re.compile(r"\]\([^)]*\)")
+
+
+@dataclass(frozen=True)
+class Term:
+    """One row of the glossary."""
+
+    english: str
+    chinese: str
+    variants: Tuple[str, ...]
+    parenthesise: bool
+    pattern: str
+
+    def appears_in(self, english_text: str) -> bool:
+        """True when the English term is used in ``english_text`` (outside code and link addresses)."""
+        return re.search(rf"(?<![\w-])(?:{self.pattern})(?:s|es)?(?![\w-])", prose(english_text),
+                         re.IGNORECASE) is not None
+
+    def variants_in(self, chinese_text: str) -> List[str]:
+        """The variants ``chinese_text`` uses, where the glossary's own term would be right."""
+        rest = prose(chinese_text).replace(self.chinese, "")
+        return [variant for variant in self.variants if variant in rest]
+
+
+def prose(text: str) -> str:
+    """``text`` without code spans, fenced code, links' addresses and emphasis marks."""
+    return LINK_TARGET.sub("]", CODE.sub(" ", text)).replace("*", "")
+
+
+def load(path: Path) -> List[Term]:
+    """The glossary's terms, longest English first (so ``in-place operation`` is tried before ``in-place``)."""
+    with path.open(encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file))
+    terms = [Term(row["english"], row["chinese"], tuple(v for v in row["variants"].split("|") if v),
+                  row["parenthesise"] == "yes", row["pattern"] or re.escape(row["english"])) for row in rows]
+    return sorted(terms, key=lambda term: -len(term.english))
+
+
+def term_problems(terms: Sequence[Term], pairs: Iterable[Tuple[str, str, str]]) -> List[str]:
+    """For ``(where, english, chinese)`` pairs: each term the English uses and the Chinese does not, and each
+    variant the Chinese uses."""
+    found: List[str] = []
+    for where, english, chinese in pairs:
+        for term in terms:
+            if term.appears_in(english) and term.chinese not in prose(chinese):
+                found.append(f"{where}: the English says '{term.english}', the Chinese lacks '{term.chinese}'")
+            for variant in term.variants_in(chinese):
+                found.append(f"{where}: '{variant}' where the glossary says '{term.chinese}' ({term.english})")
+    return found
+
+
+def first_use_problems(terms: Sequence[Term], where: str, chinese_cells: Sequence[str]) -> List[str]:
+    """Each parenthesised term whose first use in a notebook's text is not followed by its English in
+    parentheses: ``计算图（computation graph）``."""
+    text = "\n".join(prose(cell) for cell in chinese_cells)
+    found: List[str] = []
+    for term in terms:
+        if not term.parenthesise or term.chinese not in text:
+            continue
+        after = text[text.index(term.chinese) + len(term.chinese):]
+        if not re.match(rf"\s*[（(]\s*(?:{term.pattern})", after, re.IGNORECASE):
+            found.append(f"{where}: the first '{term.chinese}' is not followed by '（{term.english}）'")
+    return found

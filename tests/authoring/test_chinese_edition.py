@@ -1,0 +1,199 @@
+"""The Chinese edition: written from the English notebooks and the catalogs, code unchanged, never silently behind."""
+import shutil
+
+import nbformat
+import pytest
+
+from authoring import generate, release_json
+from authoring.launch_cells import SETUP_TAG, setup_source
+from authoring.translation import catalog as zh_catalog
+from authoring.translation import glossary
+from authoring.translation.edition import FOLDER, NOT_TRANSLATED, STALE, english_code, title_text
+from tests.paths import ROOT
+
+STEMS = generate.translated_stems(ROOT)
+GLOSSARY = glossary.load(ROOT / generate.CATALOGS / "glossary.csv")
+
+
+def _read(path):
+    return nbformat.read(str(path), as_version=4)
+
+
+def _entries(stem):
+    """(context, English, Chinese) of each entry of a notebook's catalog."""
+    catalog = zh_catalog.load(generate.catalog_path(ROOT, stem))
+    return [(context, entry.msgid, entry.msgstr) for context, entry in zh_catalog.by_context(catalog).items()]
+
+
+def test_at_least_the_first_notebook_is_translated():
+    assert "00_start_here" in STEMS
+
+
+@pytest.mark.parametrize("copy_folder", ["solutions", "notebooks"])
+@pytest.mark.parametrize("stem", STEMS)
+def test_every_code_cell_is_the_english_one_but_the_check_lines(stem, copy_folder):
+    english = _read(ROOT / copy_folder / f"{stem}.ipynb")
+    chinese = _read(ROOT / copy_folder / FOLDER / f"{stem}.ipynb")
+    titles = {context: (english_text, chinese_text) for context, english_text, chinese_text in _entries(stem)}
+    assert [(cell.cell_type, cell.id) for cell in chinese.cells] == [(cell.cell_type, cell.id)
+                                                                      for cell in english.cells]
+    changed = 0
+    for mine, theirs in zip(chinese.cells, english.cells):
+        assert mine.metadata == theirs.metadata
+        if theirs.cell_type != "code":
+            assert mine.source != theirs.source, f"cell {theirs.id} is still English"
+            continue
+        if theirs.id == "colab-setup":
+            assert mine.source.partition("\n")[2] == theirs.source.partition("\n")[2]
+            continue
+        title = title_text(theirs)
+        if title is not None:
+            english_title, chinese_title = titles[theirs.id + zh_catalog.TITLE_SUFFIX]
+            assert english_title == title
+            assert mine.source != theirs.source
+            assert english_code(mine.source, english_title, chinese_title) == theirs.source
+            changed += 1
+        else:
+            assert mine.source == theirs.source
+    assert changed == sum(1 for cell in english.cells if title_text(cell) is not None)
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_the_exercises_and_their_solutions_are_the_english_ones(stem):
+    english, chinese = {}, {}
+    generate.make_student_notebook(_read(ROOT / "solutions" / f"{stem}.ipynb"), "x.ipynb", english)
+    generate.make_student_notebook(_read(ROOT / "solutions" / FOLDER / f"{stem}.ipynb"), "x.ipynb", chinese)
+    assert english and chinese == english
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_the_catalog_uses_the_glossarys_terms(stem):
+    pairs = [(f"{stem} {context}", english, chinese) for context, english, chinese in _entries(stem)]
+    assert glossary.term_problems(GLOSSARY, pairs) == []
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_each_terms_first_use_carries_its_english(stem):
+    chinese = _read(ROOT / "solutions" / FOLDER / f"{stem}.ipynb")
+    markdown = [cell.source for cell in chinese.cells if cell.cell_type == "markdown"]
+    assert glossary.first_use_problems(GLOSSARY, stem, markdown) == []
+
+
+def test_the_glossary_checks_can_fail():
+    pairs = [("a", "the computation graph and a version counter", "计算图和版本号计数器"),
+             ("b", "an in-place write, the `backward pass` in code", "原地写入")]
+    found = glossary.term_problems(GLOSSARY, pairs)
+    assert any("'version counter'" in problem and "lacks '版本计数器'" in problem for problem in found)
+    assert any("'版本号计数器'" in problem for problem in found)
+    assert any("'in-place'" in problem and "lacks '就地'" in problem for problem in found)
+    assert any("'原地'" in problem for problem in found)
+    assert not any("backward pass" in problem for problem in found)  # code spans are not prose
+    assert glossary.first_use_problems(GLOSSARY, "n", ["计算图是什么？", "计算图（computation graph）"])
+    assert glossary.first_use_problems(GLOSSARY, "n", ["计算图（Computation graphs）是什么？计算图"]) == []
+
+
+@pytest.fixture
+def course(tmp_path):
+    """A copy of the course's notebook 00, its catalogs and release.json, generated."""
+    for name in ("release.json",):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "solutions").mkdir()
+    shutil.copy(ROOT / "solutions" / "00_start_here.ipynb", tmp_path / "solutions")
+    shutil.copytree(ROOT / generate.CATALOGS, tmp_path / generate.CATALOGS)
+    for path in (tmp_path / generate.CATALOGS).glob("*.po"):
+        if path.stem not in ("00_start_here", generate.SHARED_CATALOG):
+            path.unlink()
+    assert generate.main(["--root", str(tmp_path)]) == 0
+    assert generate.check(tmp_path) == []
+    return tmp_path
+
+
+def _edit_catalog(course, edit):
+    path = generate.catalog_path(course, "00_start_here")
+    catalog = zh_catalog.load(path)
+    edit(catalog)
+    path.write_text(zh_catalog.po_text(catalog), encoding="utf-8")
+
+
+def test_check_fails_on_a_missing_entry(course):
+    _edit_catalog(course, lambda catalog: catalog.remove(zh_catalog.by_context(catalog)["b26d5bbb"]))
+    assert any("entry b26d5bbb is missing" in problem for problem in generate.check(course))
+    generate.main(["--root", str(course)])
+    cell = next(cell for cell in _read(course / "solutions" / FOLDER / "00_start_here.ipynb").cells
+                if cell.id == "b26d5bbb")
+    assert cell.source.startswith(NOT_TRANSLATED) and "Check your environment" in cell.source
+
+
+def test_check_fails_on_an_empty_entry_and_a_cell_that_no_longer_exists(course):
+    def edit(catalog):
+        zh_catalog.by_context(catalog)["216205b5#title"].msgstr = ""
+        catalog.append(zh_catalog.polib.POEntry(msgctxt="deadbeef", msgid="Gone.", msgstr="没了。"))
+    _edit_catalog(course, edit)
+    found = generate.check(course)
+    assert any("entry 216205b5#title is empty" in problem for problem in found)
+    assert any("entry deadbeef is for a cell that no longer exists" in problem for problem in found)
+
+
+def test_a_changed_english_cell_keeps_the_old_chinese_marked_stale_until_updated(course):
+    solution_path = course / "solutions" / "00_start_here.ipynb"
+    solution = _read(solution_path)
+    cell = next(cell for cell in solution.cells if cell.id == "2b77f41f")
+    old_english = cell.source
+    cell.source += "\nA new sentence."
+    nbformat.write(solution, str(solution_path))
+    assert any("entry 2b77f41f is stale" in problem for problem in generate.check(course))
+    old_chinese = zh_catalog.by_context(zh_catalog.load(generate.catalog_path(course, "00_start_here")))[
+        "2b77f41f"].msgstr
+    assert generate.main(["--root", str(course), "--update-catalogs"]) == 0
+    entry = zh_catalog.by_context(zh_catalog.load(generate.catalog_path(course, "00_start_here")))["2b77f41f"]
+    assert entry.fuzzy and entry.msgid == cell.source and entry.msgstr == old_chinese
+    assert entry.previous_msgid == old_english
+    assert "#| msgid" in generate.catalog_path(course, "00_start_here").read_text(encoding="utf-8")
+    assert any("entry 2b77f41f is stale" in problem for problem in generate.check(course))
+    generate.main(["--root", str(course)])
+    written = next(cell for cell in _read(course / "solutions" / FOLDER / "00_start_here.ipynb").cells
+                   if cell.id == "2b77f41f")
+    assert written.source == STALE + old_chinese
+
+    def updated(catalog):
+        entry = zh_catalog.by_context(catalog)["2b77f41f"]
+        entry.msgstr = old_chinese + "\n新的一句。"
+        entry.flags.remove("fuzzy")
+        entry.previous_msgid = None
+    _edit_catalog(course, updated)
+    generate.main(["--root", str(course)])
+    assert generate.check(course) == []
+
+
+def test_check_fails_on_an_edited_chinese_notebook_and_one_without_a_catalog(course):
+    path = course / "notebooks" / FOLDER / "00_start_here.ipynb"
+    notebook = _read(path)
+    notebook.cells[0].source += "\n多了一句。"
+    nbformat.write(notebook, str(path))
+    shutil.copy(path, path.with_name("01_graph_and_saved_tensors.ipynb"))
+    found = generate.check(course)
+    assert f"notebooks/{FOLDER}/00_start_here.ipynb is stale" in found
+    assert any(problem.startswith(f"notebooks/{FOLDER}/01_graph_and_saved_tensors.ipynb has no solution")
+               for problem in found)
+
+
+def test_updating_the_catalogs_twice_changes_nothing(course):
+    before = {path: path.read_bytes() for path in (course / generate.CATALOGS).glob("*.po")}
+    assert generate.update_catalogs(course, []) == []
+    assert {path: path.read_bytes() for path in (course / generate.CATALOGS).glob("*.po")} == before
+
+
+def test_after_a_release_the_chinese_copies_open_themselves_and_install_the_pinned_helpers(course):
+    release = release_json.Release(repository="https://github.com/example-org/two-losses-course", ref="v1.2.0")
+    release_json.save(course, release)
+    assert generate.main(["--root", str(course)]) == 0
+    for folder in ("solutions", "notebooks"):
+        path = f"{folder}/{FOLDER}/00_start_here.ipynb"
+        notebook = _read(course / path)
+        assert release.colab_url(path) in notebook.cells[0].source
+        assert release.binder_url(path) in notebook.cells[0].source
+        assert notebook.cells[0].source.startswith("# 00 · 从这里开始\n")
+        setup = notebook.cells[1]
+        assert setup.metadata["tags"] == [SETUP_TAG] and setup.source.startswith("#@title Google Colab")
+        assert setup.source.partition("\n")[2] == setup_source(release).partition("\n")[2]
+    assert generate.check(course) == []
