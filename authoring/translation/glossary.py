@@ -3,7 +3,7 @@
 Each row: the English term, its Chinese, variants a translator might write instead (wrong here), whether the first
 use in each notebook carries the English in parentheses (``计算图（computation graph）``), and optionally a regular
 expression for the English (``in[- ]place``). The English is matched as a word, plurals included, outside code
-(backticks, fenced blocks) and links' addresses.
+(backticks, fenced blocks, and a name joined by dots such as ``autograd.grad`` in a title) and links' addresses.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class Term:
 
     def appears_in(self, english_text: str) -> bool:
         """True when the English term is used in ``english_text`` (outside code and link addresses)."""
-        return re.search(rf"(?<![\w-])(?:{self.pattern})(?:s|es)?(?![\w-])", prose(english_text),
+        return re.search(rf"(?<![\w.-])(?:{self.pattern})(?:s|es)?(?![\w-]|\.\w)", prose(english_text),
                          re.IGNORECASE) is not None
 
     def variants_in(self, chinese_text: str) -> List[str]:
@@ -66,9 +66,10 @@ def term_problems(terms: Sequence[Term], pairs: Iterable[Tuple[str, str, str]]) 
 
 
 def first_use_problems(terms: Sequence[Term], where: str, chinese_cells: Sequence[str]) -> List[str]:
-    """Each parenthesised term whose first use in a notebook's text is not followed by its English in
-    parentheses: ``计算图（computation graph）``."""
-    text = "\n".join(prose(cell) for cell in chinese_cells)
+    """Each parenthesised term whose first use in a notebook's text (headings aside: a title stays short) is not
+    followed by its English in parentheses: ``计算图（computation graph）``."""
+    text = "\n".join(line for cell in chinese_cells for line in prose(cell).split("\n")
+                     if not line.lstrip().startswith("#"))
     found: List[str] = []
     for term in terms:
         if not term.parenthesise or term.chinese not in text:

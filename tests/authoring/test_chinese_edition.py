@@ -88,8 +88,10 @@ def test_the_glossary_checks_can_fail():
     assert any("'in-place'" in problem and "lacks '就地'" in problem for problem in found)
     assert any("'原地'" in problem for problem in found)
     assert not any("backward pass" in problem for problem in found)  # code spans are not prose
+    assert glossary.term_problems(GLOSSARY, [("c", "autograd.grad did not run it", "autograd.grad 没有运行它")]) == []
     assert glossary.first_use_problems(GLOSSARY, "n", ["计算图是什么？", "计算图（computation graph）"])
     assert glossary.first_use_problems(GLOSSARY, "n", ["计算图（Computation graphs）是什么？计算图"]) == []
+    assert glossary.first_use_problems(GLOSSARY, "n", ["# 计算图\n\n计算图（computation graph）是什么？"]) == []
 
 
 @pytest.fixture
