@@ -1,7 +1,8 @@
 """The translatable texts of a notebook, and the PO catalog that holds their translations (read with polib).
 
 One entry per text, keyed by ``msgctxt``: a markdown cell by its id (``a266346e``), a check cell's title by its id
-and ``#title`` (``216205b5#title``). ``msgid`` is the English the entry translates. When the English changes,
+and ``#title`` (``216205b5#title``), a string a code cell shows a learner by its id and ``#text.N``
+(``f5f1924e#text.0``: a ``predict`` card's question, choices and explanation, in the order they appear). ``msgid`` is the English the entry translates. When the English changes,
 ``merged`` keeps the old Chinese, marks the entry ``fuzzy`` and keeps the English it was made from as its previous
 ``msgid`` (``#| msgid`` in the file), as gettext's ``msgmerge`` does; a translator updates it in any PO editor
 (Poedit, Weblate, Crowdin) and removes the flag.
@@ -12,15 +13,18 @@ JupyterLab installs anyway, writes a multi-line previous ``msgid`` on one line a
 """
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import nbformat
 import polib
 
 LOCALE = "zh_CN"
 TITLE_SUFFIX = "#title"
+TEXT_SUFFIX = "#text."
+LEARNER_CALLS = ("predict",)  # calls whose question, choices (a dict's keys) and explanation a learner reads
 CHECK_TITLE = re.compile(r"^#@title ✓ check: (?P<text>.+)$")
 ANY_TITLE = re.compile(r"^#@title (?P<text>.+)$")
 HEADER = ("The course's Chinese edition: one entry per cell, keyed by the cell's id.\n"
@@ -39,9 +43,51 @@ def title_text(cell: nbformat.NotebookNode, checks_only: bool = True) -> Optiona
     return match["text"] if match else None
 
 
+def _is_text(node: Optional[ast.expr]) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _shown_literals(call: ast.Call) -> List[ast.Constant]:
+    """The string literals a ``predict(question, choices, ..., explanation=...)`` call shows."""
+    question = call.args[0] if call.args else next((kw.value for kw in call.keywords if kw.arg == "question"), None)
+    choices = call.args[1] if len(call.args) > 1 else next(
+        (kw.value for kw in call.keywords if kw.arg == "choices"), None)
+    explanation = call.args[4] if len(call.args) > 4 else next(
+        (kw.value for kw in call.keywords if kw.arg == "explanation"), None)
+    found = [question] if _is_text(question) else []
+    if isinstance(choices, ast.Dict):
+        found += [key for key in choices.keys if _is_text(key)]
+    return found + ([explanation] if _is_text(explanation) else [])
+
+
+def learner_strings(source: str) -> List[Tuple[int, int, str]]:
+    """``(start, end, text)`` of each string literal a code cell shows a learner (see ``LEARNER_CALLS``), by
+    position in ``source``; none in a cell that is not plain Python (a cell magic)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    lines = source.splitlines(keepends=True)
+    line_starts = [0]
+    for line in lines:
+        line_starts.append(line_starts[-1] + len(line))
+
+    def index(line_number: int, byte_column: int) -> int:  # ast counts columns in UTF-8 bytes
+        line = lines[line_number - 1]
+        return line_starts[line_number - 1] + len(line.encode("utf-8")[:byte_column].decode("utf-8"))
+
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in LEARNER_CALLS:
+            spans += [(index(literal.lineno, literal.col_offset), index(literal.end_lineno, literal.end_col_offset),
+                       literal.value) for literal in _shown_literals(node)]
+    return sorted(spans)
+
+
 def notebook_entries(notebook: nbformat.NotebookNode, markdown_english: Dict[str, str]) -> Entries:
     """The texts of ``notebook`` to translate: each markdown cell (as ``markdown_english`` gives its English, badges
-    left out) and each check cell's title. The Colab set-up cell is the shared catalog's."""
+    left out), each check cell's title, and the strings code cells show. The Colab set-up cell is the shared
+    catalog's."""
     entries: Entries = {}
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
@@ -51,6 +97,8 @@ def notebook_entries(notebook: nbformat.NotebookNode, markdown_english: Dict[str
             title = title_text(cell)
             if title is not None:
                 entries[cell.id + TITLE_SUFFIX] = title
+            for number, (_, _, text) in enumerate(learner_strings(cell.source)):
+                entries[f"{cell.id}{TEXT_SUFFIX}{number}"] = text
     return entries
 
 

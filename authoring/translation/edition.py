@@ -1,8 +1,9 @@
 """Writing a Chinese notebook from an English one and its catalog.
 
 Markdown cells take their Chinese from the catalog; a check cell gets its title and its ``✓ checked:`` line in
-Chinese; every other character of every code cell stays the English one (``english_code`` undoes exactly those two
-changes, and the tests compare the result with the English cell byte for byte). An entry that is missing or empty
+Chinese, and a ``predict`` card its question, choices and explanation; every other character of every code cell
+stays the English one (``english_code`` undoes the check lines, ``skeleton`` blanks the card's strings, and the tests
+compare the results with the English cell byte for byte). An entry that is missing or empty
 leaves the English in place, one that is stale keeps its old Chinese, each with a one-line note, so that an author
 sees it; ``python -m authoring.generate --check`` fails on both.
 """
@@ -10,14 +11,15 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
 import nbformat
 import polib
 
 from authoring.launch_cells import is_setup_cell, with_badges, with_launch_cells
 from authoring.release_json import Release
-from authoring.translation.catalog import TITLE_SUFFIX, Catalog, by_context, chinese, title_text
+from authoring.translation.catalog import TEXT_SUFFIX, TITLE_SUFFIX, Catalog, by_context, chinese, learner_strings, \
+    title_text
 
 FOLDER = "zh-CN"  # solutions/zh-CN/ and notebooks/zh-CN/
 SETUP_CONTEXT = "colab-setup" + TITLE_SUFFIX  # the Colab set-up cell's title, in the shared catalog
@@ -70,6 +72,22 @@ def english_code(source: str, english: str, translation: str) -> str:
                                                               check_line(english, CHECKED_EN)))
 
 
+def with_shown_strings(source: str, translations: List[Optional[str]]) -> str:
+    """``source`` with each string it shows a learner replaced by its translation (None: left as it is)."""
+    spans = learner_strings(source)
+    for (start, end, _), text in sorted(zip(spans, translations), reverse=True):
+        if text is not None:
+            source = source[:start] + json.dumps(text, ensure_ascii=False) + source[end:]
+    return source
+
+
+def skeleton(source: str) -> Tuple[str, List[str]]:
+    """``source`` with each string it shows a learner blanked to ``""``, and those strings in order: two cells with
+    the same skeleton differ only in what they show."""
+    spans = learner_strings(source)
+    return with_shown_strings(source, [""] * len(spans)), [text for _, _, text in spans]
+
+
 def with_chinese_launch_cells(notebook: nbformat.NotebookNode, release: Release, path: str,
                               shared: Catalog) -> nbformat.NotebookNode:
     """``with_launch_cells`` for a Chinese notebook at ``path``: its own badges, the set-up cell's title in Chinese."""
@@ -101,11 +119,13 @@ def translated(english: nbformat.NotebookNode, catalog: Catalog, shared: Catalog
             if text.strip():
                 cell.source = _markdown(messages.get(cell.id), text)
             continue
+        shown = learner_strings(cell.source)
+        cell.source = with_shown_strings(cell.source, [chinese(messages.get(f"{cell.id}{TEXT_SUFFIX}{number}"))
+                                                       for number in range(len(shown))])
         title = title_text(cell)
-        if title is None:
-            continue
-        text = chinese(messages.get(cell.id + TITLE_SUFFIX)) or title
-        cell.source = translated_check(cell.source, title, text, f"{source_path}, cell {index}")
+        if title is not None:
+            text = chinese(messages.get(cell.id + TITLE_SUFFIX)) or title
+            cell.source = translated_check(cell.source, title, text, f"{source_path}, cell {index}")
     notebook.metadata["course"] = {
         "language": FOLDER,
         "translated_from": source_path,

@@ -8,7 +8,7 @@ from authoring import generate, release_json
 from authoring.launch_cells import SETUP_TAG, setup_source
 from authoring.translation import catalog as zh_catalog
 from authoring.translation import glossary
-from authoring.translation.edition import FOLDER, NOT_TRANSLATED, STALE, english_code, title_text
+from authoring.translation.edition import FOLDER, NOT_TRANSLATED, STALE, english_code, skeleton, title_text
 from tests.paths import ROOT
 
 STEMS = generate.translated_stems(ROOT)
@@ -31,7 +31,7 @@ def test_at_least_the_first_notebook_is_translated():
 
 @pytest.mark.parametrize("copy_folder", ["solutions", "notebooks"])
 @pytest.mark.parametrize("stem", STEMS)
-def test_every_code_cell_is_the_english_one_but_the_check_lines(stem, copy_folder):
+def test_every_code_cell_is_the_english_one_but_what_it_shows_a_learner(stem, copy_folder):
     english = _read(ROOT / copy_folder / f"{stem}.ipynb")
     chinese = _read(ROOT / copy_folder / FOLDER / f"{stem}.ipynb")
     titles = {context: (english_text, chinese_text) for context, english_text, chinese_text in _entries(stem)}
@@ -54,8 +54,15 @@ def test_every_code_cell_is_the_english_one_but_the_check_lines(stem, copy_folde
             assert english_code(mine.source, english_title, chinese_title) == theirs.source
             changed += 1
         else:
-            assert mine.source == theirs.source
-    assert changed == sum(1 for cell in english.cells if title_text(cell) is not None)
+            mine_skeleton, mine_shown = skeleton(mine.source)
+            theirs_skeleton, theirs_shown = skeleton(theirs.source)
+            assert mine_skeleton == theirs_skeleton
+            keys = [f"{theirs.id}{zh_catalog.TEXT_SUFFIX}{number}" for number in range(len(theirs_shown))]
+            assert theirs_shown == [titles[key][0] for key in keys]
+            assert mine_shown == [titles[key][1] for key in keys]
+            changed += len(keys)
+    assert changed == sum(1 for cell in english.cells if title_text(cell) is not None) + sum(
+        len(zh_catalog.learner_strings(cell.source)) for cell in english.cells if cell.cell_type == "code")
 
 
 @pytest.mark.parametrize("stem", STEMS)
