@@ -15,6 +15,7 @@ from typing import Iterable, List, Sequence, Tuple
 
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
 LINK_TARGET = re.compile(r"\]\([^)]*\)")
+QUOTE = re.compile(r"[A-Za-z][A-Za-z0-9 ,;:'./_-]*[A-Za-z0-9]")  # a run of English inside Chinese text
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,15 @@ def prose(text: str) -> str:
     return LINK_TARGET.sub("]", CODE.sub(" ", text)).replace("*", "")
 
 
+def without_quotes(english: str, chinese: str) -> str:
+    """``english`` less the English passages the Chinese keeps word for word (three words or more: a quoted
+    PyTorch message such as *Trying to backward through the graph a second time*), which are not translated."""
+    for quote in sorted(set(QUOTE.findall(prose(chinese))), key=len, reverse=True):
+        if len(quote.split()) >= 3:
+            english = prose(english).replace(quote.strip(), " ")
+    return english
+
+
 def load(path: Path) -> List[Term]:
     """The glossary's terms, longest English first (so ``in-place operation`` is tried before ``in-place``)."""
     with path.open(encoding="utf-8", newline="") as file:
@@ -57,6 +67,7 @@ def term_problems(terms: Sequence[Term], pairs: Iterable[Tuple[str, str, str]]) 
     variant the Chinese uses."""
     found: List[str] = []
     for where, english, chinese in pairs:
+        english = without_quotes(english, chinese)
         for term in terms:
             if term.appears_in(english) and term.chinese not in prose(chinese):
                 found.append(f"{where}: the English says '{term.english}', the Chinese lacks '{term.chinese}'")

@@ -96,6 +96,10 @@ def test_the_glossary_checks_can_fail():
     assert any("'原地'" in problem for problem in found)
     assert not any("backward pass" in problem for problem in found)  # code spans are not prose
     assert glossary.term_problems(GLOSSARY, [("c", "autograd.grad did not run it", "autograd.grad 没有运行它")]) == []
+    quoted = ("q", "It raises *Trying to backward through the graph a second time* here.",
+              "这里抛出 *Trying to backward through the graph a second time*。")
+    assert glossary.term_problems(GLOSSARY, [quoted]) == []  # a PyTorch message kept in English
+    assert glossary.term_problems(GLOSSARY, [(quoted[0], quoted[1] + " A gradient.", quoted[2])])
     assert glossary.first_use_problems(GLOSSARY, "n", ["计算图是什么？", "计算图（computation graph）"])
     assert glossary.first_use_problems(GLOSSARY, "n", ["计算图（Computation graphs）是什么？计算图"]) == []
     assert glossary.first_use_problems(GLOSSARY, "n", ["# 计算图\n\n计算图（computation graph）是什么？"]) == []
