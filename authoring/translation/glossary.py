@@ -1,6 +1,7 @@
 """The course's Chinese terms (``i18n/zh_CN/glossary.csv``), and the checks that the translations use them.
 
-Each row: the English term, its Chinese, variants a translator might write instead (wrong here), whether the first
+Each row: the English term, its Chinese (then, after ``|``, forms also accepted once it is introduced, such as the
+abbreviation ``DDP``), variants a translator might write instead (wrong here), whether the first
 use in each notebook carries the English in parentheses (``计算图（computation graph）``), and optionally a regular
 expression for the English (``in[- ]place``). The English is matched as a word, plurals included, outside code
 (backticks, fenced blocks, and a name joined by dots such as ``autograd.grad`` in a title) and links' addresses.
@@ -27,15 +28,24 @@ class Term:
     variants: Tuple[str, ...]
     parenthesise: bool
     pattern: str
+    also: Tuple[str, ...] = ()  # other accepted forms, after the first use (an abbreviation: DDP)
+
+    def used_in(self, chinese_text: str) -> bool:
+        """True when ``chinese_text`` uses the term or one of its accepted forms."""
+        text = prose(chinese_text)
+        return any(form in text for form in (self.chinese, *self.also))
 
     def appears_in(self, english_text: str) -> bool:
         """True when the English term is used in ``english_text`` (outside code and link addresses)."""
         return re.search(rf"(?<![\w.-])(?:{self.pattern})(?:s|es)?(?![\w-]|\.\w)", prose(english_text),
                          re.IGNORECASE) is not None
 
-    def variants_in(self, chinese_text: str) -> List[str]:
-        """The variants ``chinese_text`` uses, where the glossary's own term would be right."""
-        rest = prose(chinese_text).replace(self.chinese, "")
+    def variants_in(self, chinese_text: str, protected: Sequence[str] = ()) -> List[str]:
+        """The variants ``chinese_text`` uses, where the glossary's own term would be right. ``protected``: other
+        terms of the glossary, which may contain a variant (梯度累加节点, gradient accumulator, holds 梯度累加)."""
+        rest = prose(chinese_text)
+        for form in sorted((self.chinese, *self.also, *protected), key=len, reverse=True):
+            rest = rest.replace(form, "")
         return [variant for variant in self.variants if variant in rest]
 
 
@@ -57,8 +67,9 @@ def load(path: Path) -> List[Term]:
     """The glossary's terms, longest English first (so ``in-place operation`` is tried before ``in-place``)."""
     with path.open(encoding="utf-8", newline="") as file:
         rows = list(csv.DictReader(file))
-    terms = [Term(row["english"], row["chinese"], tuple(v for v in row["variants"].split("|") if v),
-                  row["parenthesise"] == "yes", row["pattern"] or re.escape(row["english"])) for row in rows]
+    terms = [Term(row["english"], row["chinese"].split("|")[0], tuple(v for v in row["variants"].split("|") if v),
+                  row["parenthesise"] == "yes", row["pattern"] or re.escape(row["english"]),
+                  tuple(row["chinese"].split("|")[1:])) for row in rows]
     return sorted(terms, key=lambda term: -len(term.english))
 
 
@@ -66,12 +77,14 @@ def term_problems(terms: Sequence[Term], pairs: Iterable[Tuple[str, str, str]]) 
     """For ``(where, english, chinese)`` pairs: each term the English uses and the Chinese does not, and each
     variant the Chinese uses."""
     found: List[str] = []
+    forms = [form for term in terms for form in (term.chinese, *term.also)]
     for where, english, chinese in pairs:
         english = without_quotes(english, chinese)
         for term in terms:
-            if term.appears_in(english) and term.chinese not in prose(chinese):
+            if term.appears_in(english) and not term.used_in(chinese):
                 found.append(f"{where}: the English says '{term.english}', the Chinese lacks '{term.chinese}'")
-            for variant in term.variants_in(chinese):
+            longer = [form for form in forms if len(form) > len(term.chinese)]
+            for variant in term.variants_in(chinese, longer):
                 found.append(f"{where}: '{variant}' where the glossary says '{term.chinese}' ({term.english})")
     return found
 
