@@ -55,6 +55,7 @@ BENCHMARK_GROUPS = (
     ("browser, student copies", ("tests/browser/",)),
     ("website", ("tests/site/",)),
     ("grading room", ("tests/grade/test_grade_room.py",)),
+    ("Chinese edition, solved notebooks", ("tests/authoring/test_chinese_notebooks_run.py",)),
     ("notebooks under nbval", ("solutions/", "notebooks/")),
     ("everything else: unit tests, the grader's parts, launch files, documents", ("",)),
 )
