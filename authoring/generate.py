@@ -36,6 +36,7 @@ from authoring.translation.edition import TranslationError, markdown_english, se
 PACKAGE_DIR = Path(__file__).resolve().parent
 SOLUTIONS_JSON = Path("helpers") / "course" / "exercises" / "solutions.json"
 CATALOGS = Path("i18n") / zh_catalog.LOCALE  # one <stem>.po per translated notebook, and shared.po
+ZH_README = "README.zh-CN.md"
 SHARED_CATALOG = "shared"
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 GENERATED_NOTE = (
@@ -139,6 +140,17 @@ def _readme(root: Path, release: release_json.Release, stems: List[str]) -> Opti
     return with_badges(readme, badges_markdown(release, "notebooks/00_start_here.ipynb"))
 
 
+def _chinese_readme(root: Path, release: release_json.Release, stems: List[str]) -> Optional[str]:
+    """README.zh-CN.md with its table's "open" column and the badges under its title, Kaggle's included."""
+    readme_path = root / ZH_README
+    if not readme_path.exists():
+        return None
+    folder = f"notebooks/{ZH_FOLDER}"
+    readme = readme_with_badges(readme_path.read_text(encoding="utf-8"), release, folder, stems, kaggle=True,
+                                before_release="首次发布之后")
+    return with_badges(readme, badges_markdown(release, f"{folder}/00_start_here.ipynb", kaggle=True))
+
+
 def build(root: Path) -> Dict[Path, str]:
     """Every generated file under ``root``, as path -> text.
 
@@ -162,6 +174,10 @@ def build(root: Path) -> Dict[Path, str]:
     readme = _readme(root, release, [path.stem for path in solution_files])
     if readme is not None:
         outputs[root / "README.md"] = readme
+    chinese_readme = _chinese_readme(root, release, sorted(set(translated_stems(root)) & {
+        path.stem for path in solution_files}))
+    if chinese_readme is not None:
+        outputs[root / ZH_README] = chinese_readme
     return outputs
 
 

@@ -18,6 +18,7 @@ SETUP_TAG = "colab-setup"
 BADGES_START = "<!-- launch badges: generated from release.json by `python -m authoring.generate` -->"
 BADGES_END = "<!-- end of launch badges -->"
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+KAGGLE_BADGE = "https://kaggle.com/static/images/open-in-kaggle.svg"
 BINDER_BADGE = "https://mybinder.org/badge_logo.svg"
 COURSE_DISTRIBUTION = "two-losses-course-helpers"
 # Installed on Colab with --no-deps, beside the helpers: Colab has torch, ipywidgets, numpy, IPython.
@@ -27,12 +28,13 @@ README_NOTEBOOK_ROW = re.compile(r"^\| `(?P<stem>\d\d_\w+)` \|")
 FOLDED_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}}
 
 _SETUP_TEMPLATE = '''\
-#@title Set-up for Google Colab: run it first. Anywhere else it does nothing.
-# On Colab it installs this course's helpers, pinned to the release; --no-deps keeps Colab's torch and ipywidgets.
+#@title Set-up for Google Colab and Kaggle: run it first. Anywhere else it does nothing.
+# There it installs this course's helpers, pinned to the release; --no-deps keeps their torch and ipywidgets.
 import importlib.metadata
 import importlib.util
+import os
 
-if importlib.util.find_spec("google") and importlib.util.find_spec("google.colab"):
+if (importlib.util.find_spec("google") and importlib.util.find_spec("google.colab")) or os.getenv("KAGGLE_KERNEL_RUN_TYPE"):
     try:
         importlib.metadata.version("{distribution}")
     except importlib.metadata.PackageNotFoundError:
@@ -42,7 +44,7 @@ if importlib.util.find_spec("google") and importlib.util.find_spec("google.colab
         # The helpers at this release, filled in by the release step from release.json:
         COURSE_HELPERS = {requirement}
         if COURSE_HELPERS is None:
-            raise RuntimeError("This copy of the course has no release yet: open it from a release's Colab badge.")
+            raise RuntimeError("This copy of the course has no release yet: open it from a release's badge.")
         command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", COURSE_HELPERS, {extras}]
         subprocess.run(command, check=True)
         importlib.invalidate_caches()'''
@@ -69,13 +71,14 @@ def setup_source(release: Release) -> str:
     )
 
 
-def badges_markdown(release: Release, notebook_path: str) -> str:
-    """Colab and Binder badges that open ``notebook_path``; empty before a release."""
+def badges_markdown(release: Release, notebook_path: str, kaggle: bool = False) -> str:
+    """Colab and Binder badges (and with ``kaggle``, Kaggle's) that open ``notebook_path``; empty before a release."""
     if not release.is_set:
         return ""
     colab = f"[![Open in Colab]({COLAB_BADGE})]({release.colab_url(notebook_path)})"
     binder = f"[![Launch on Binder]({BINDER_BADGE})]({release.binder_url(notebook_path)})"
-    return f"{colab} {binder}"
+    opened = f" [![Open in Kaggle]({KAGGLE_BADGE})]({release.kaggle_url(notebook_path)})" if kaggle else ""
+    return f"{colab} {binder}{opened}"
 
 
 def _without_badges(markdown: str) -> str:
@@ -97,12 +100,13 @@ def is_setup_cell(cell: nbformat.NotebookNode) -> bool:
     return cell.cell_type == "code" and SETUP_TAG in cell.get("metadata", {}).get("tags", [])
 
 
-def with_launch_cells(notebook: nbformat.NotebookNode, release: Release, notebook_path: str) -> nbformat.NotebookNode:
+def with_launch_cells(notebook: nbformat.NotebookNode, release: Release, notebook_path: str,
+                      kaggle: bool = False) -> nbformat.NotebookNode:
     """A copy of ``notebook`` with fresh badges in its first cell and the set-up cell right below that cell."""
     notebook = copy.deepcopy(notebook)
     cells: List[nbformat.NotebookNode] = [cell for cell in notebook.cells if not is_setup_cell(cell)]
     if cells and cells[0].cell_type == "markdown":
-        cells[0].source = with_badges(cells[0].source, badges_markdown(release, notebook_path))
+        cells[0].source = with_badges(cells[0].source, badges_markdown(release, notebook_path, kaggle))
     first_code = 1 if cells and cells[0].cell_type == "markdown" else 0
     metadata = {"tags": [SETUP_TAG], **copy.deepcopy(FOLDED_METADATA)}
     setup = nbformat.v4.new_code_cell(setup_source(release), metadata=metadata)
@@ -112,11 +116,12 @@ def with_launch_cells(notebook: nbformat.NotebookNode, release: Release, noteboo
     return notebook
 
 
-def readme_open_cell(release: Release, notebook_path: Optional[str]) -> str:
+def readme_open_cell(release: Release, notebook_path: Optional[str], kaggle: bool = False,
+                     before_release: str = "after the first release") -> str:
     """What the README's "open" column shows for one notebook."""
     if notebook_path is None:
         return ""
-    return badges_markdown(release, notebook_path) or "after the first release"
+    return badges_markdown(release, notebook_path, kaggle) or before_release
 
 
 def readme_notebook_row(line: str) -> Optional[Tuple[str, List[str]]]:
@@ -127,7 +132,8 @@ def readme_notebook_row(line: str) -> Optional[Tuple[str, List[str]]]:
     return match["stem"], [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
-def readme_with_badges(readme: str, release: Release, notebook_folder: str, existing: List[str]) -> str:
+def readme_with_badges(readme: str, release: Release, notebook_folder: str, existing: List[str],
+                       kaggle: bool = False, before_release: str = "after the first release") -> str:
     """``readme`` with the last column ("open") of its notebook table regenerated.
 
     The table's rows start with the notebook's stem in backticks, e.g. ``| `00_start_here` |``; a row whose
@@ -138,7 +144,8 @@ def readme_with_badges(readme: str, release: Release, notebook_folder: str, exis
         row = readme_notebook_row(line)
         if row:
             stem, cells = row
-            cells[-1] = readme_open_cell(release, f"{notebook_folder}/{stem}.ipynb" if stem in existing else None)
+            cells[-1] = readme_open_cell(release, f"{notebook_folder}/{stem}.ipynb" if stem in existing else None,
+                                         kaggle, before_release)
             line = "| " + " | ".join(cells) + " |"
         lines.append(line)
     return "\n".join(lines)

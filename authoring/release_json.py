@@ -18,6 +18,7 @@ COMMIT_HASH = re.compile(r"^[0-9a-f]{40}$")
 VERSION_TAG = re.compile(r"^v?\d+(\.\d+)*([.-]?[A-Za-z0-9]+)*$")
 COLAB_SITE = "https://colab.research.google.com"
 BINDER_SITE = "https://mybinder.org"
+KAGGLE_SITE = "https://kaggle.com"
 BRANCH_NAMES = {"main", "master", "develop", "dev", "head", "trunk", "gh-pages"}
 
 
@@ -48,6 +49,10 @@ class Release:
     def colab_url(self, notebook_path: str) -> str:
         """The address that opens ``notebook_path`` (relative to the repository root) in Google Colab."""
         return f"{COLAB_SITE}/github/{self.owner_and_name}/blob/{self.ref}/{notebook_path}"
+
+    def kaggle_url(self, notebook_path: str) -> str:
+        """The address that imports ``notebook_path`` from GitHub into a new Kaggle notebook."""
+        return f"{KAGGLE_SITE}/kernels/welcome?src=https://github.com/{self.owner_and_name}/blob/{self.ref}/{notebook_path}"
 
     def binder_url(self, notebook_path: str) -> str:
         """The address that builds the course on Binder and opens ``notebook_path`` in JupyterLab."""

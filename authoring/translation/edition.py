@@ -90,8 +90,9 @@ def skeleton(source: str) -> Tuple[str, List[str]]:
 
 def with_chinese_launch_cells(notebook: nbformat.NotebookNode, release: Release, path: str,
                               shared: Catalog) -> nbformat.NotebookNode:
-    """``with_launch_cells`` for a Chinese notebook at ``path``: its own badges, the set-up cell's title in Chinese."""
-    notebook = with_launch_cells(notebook, release, path)
+    """``with_launch_cells`` for a Chinese notebook at ``path``: its own badges (Kaggle's too), the set-up cell's
+    title in Chinese."""
+    notebook = with_launch_cells(notebook, release, path, kaggle=True)
     message = by_context(shared).get(SETUP_CONTEXT)
     for cell in notebook.cells:
         if is_setup_cell(cell):

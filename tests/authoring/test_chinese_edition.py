@@ -205,8 +205,44 @@ def test_after_a_release_the_chinese_copies_open_themselves_and_install_the_pinn
         notebook = _read(course / path)
         assert release.colab_url(path) in notebook.cells[0].source
         assert release.binder_url(path) in notebook.cells[0].source
+        assert release.kaggle_url(path) in notebook.cells[0].source
         assert notebook.cells[0].source.startswith("# 00 · 从这里开始\n")
         setup = notebook.cells[1]
         assert setup.metadata["tags"] == [SETUP_TAG] and setup.source.startswith("#@title Google Colab")
         assert setup.source.partition("\n")[2] == setup_source(release).partition("\n")[2]
     assert generate.check(course) == []
+
+
+def _commands(readme_text):
+    """The commands of a README's first bash block, comments left out."""
+    block = readme_text.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_chinese_readme_gives_the_same_two_commands_opening_the_chinese_notebook_and_a_mirror_form():
+    english = (ROOT / "README.md").read_text(encoding="utf-8")
+    chinese = (ROOT / generate.ZH_README).read_text(encoding="utf-8")
+    install, test = _commands(english)
+    assert _commands(chinese) == [f"{install} notebooks/{FOLDER}/00_start_here.ipynb", test]
+    assert "-i https://pypi.tuna.tsinghua.edu.cn/simple" in chinese and "Google" in chinese
+    assert "ModelScope" in chinese and "PAI-DSW" in chinese
+    assert "[中文](README.zh-CN.md)" in "\n".join(english.splitlines()[:4])
+    assert (ROOT / "notebooks" / FOLDER / "00_start_here.ipynb").is_file()
+
+
+def test_after_a_release_the_chinese_readme_opens_each_chinese_notebook_on_colab_binder_and_kaggle(course):
+    shutil.copy(ROOT / generate.ZH_README, course / generate.ZH_README)
+    release = release_json.Release(repository="https://github.com/example-org/two-losses-course", ref="v1.2.0")
+    assert generate.check(course) == [f"{generate.ZH_README} is stale"] or generate.main(["--root", str(course)]) == 0
+    before = (course / generate.ZH_README).read_text(encoding="utf-8")
+    release_json.save(course, release)
+    assert f"{generate.ZH_README} is stale" in generate.check(course)
+    assert generate.main(["--root", str(course)]) == 0
+    readme = (course / generate.ZH_README).read_text(encoding="utf-8")
+    path = f"notebooks/{FOLDER}/00_start_here.ipynb"
+    row = next(line for line in readme.splitlines() if line.startswith("| `00_start_here`"))
+    later = next(line for line in readme.splitlines() if line.startswith("| `01_graph_and_saved_tensors`"))
+    for url in (release.colab_url(path), release.binder_url(path), release.kaggle_url(path)):
+        assert url in row and url in "\n".join(readme.splitlines()[:5])
+    assert later.rstrip().endswith("|  |")  # that notebook is not in this course copy
+    assert "首次发布之后" in before and "首次发布之后" not in row

@@ -23,7 +23,10 @@ from tests.paths import FIXTURES, ROOT
 FIXTURE = FIXTURES / "generator"
 RELEASED = release_json.Release(repository="https://github.com/example-org/two-losses-course", ref="v1.2.0")
 NOTEBOOKS = sorted((ROOT / "solutions").glob("*.ipynb")) + sorted((ROOT / "notebooks").glob("*.ipynb"))
-LAUNCH_ADDRESS = re.compile(r"https://(colab\.research\.google\.com/github|mybinder\.org/v2)/[^)\s\"']+")
+CHINESE_NOTEBOOKS = sorted((ROOT / "solutions" / "zh-CN").glob("*.ipynb")) + sorted(
+    (ROOT / "notebooks" / "zh-CN").glob("*.ipynb"))
+LAUNCH_ADDRESS = re.compile(
+    r"https://(colab\.research\.google\.com/github|mybinder\.org/v2|kaggle\.com/kernels/welcome)[/?][^)\s\"']+")
 
 
 @pytest.fixture
@@ -127,7 +130,8 @@ def test_every_repository_notebook_starts_with_the_current_setup_cell(path):
 def test_no_launch_address_is_written_by_hand_anywhere():
     """Every Colab or Binder address in the repository is one that release.json generates."""
     current = release_json.load(ROOT)
-    files = NOTEBOOKS + [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
+    files = NOTEBOOKS + CHINESE_NOTEBOOKS + [ROOT / "README.md", ROOT / "README.zh-CN.md"]
+    files += sorted((ROOT / "docs").glob("*.md"))
     files += sorted((ROOT / "book").glob("*.*")) + sorted((ROOT / ".github" / "workflows").glob("*.yml"))
     files += sorted((ROOT / "authoring" / "site").glob("*.py"))
     for path in files:
@@ -188,6 +192,25 @@ def test_the_setup_cell_is_short_folded_on_colab_and_collapsed_in_jupyterlab(rel
         assert cell.metadata["cellView"] == "form" and cell.metadata["jupyter"]["source_hidden"] is True
 
 
+@pytest.fixture
+def kaggle(colab, monkeypatch):
+    """A Kaggle notebook: Kaggle's run-type variable, and no ``google.colab``."""
+    for name in ("google", "google.colab"):
+        monkeypatch.delitem(sys.modules, name)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name.startswith("google") else real_find_spec(name, *args))
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    return colab
+
+
+def test_on_kaggle_the_cell_installs_the_same_pinned_helpers(kaggle):
+    exec(setup_source(RELEASED), {})
+    assert len(kaggle.commands) == 1
+    (pip,) = kaggle.commands
+    assert "--no-deps" in pip and f"two-losses-course-helpers @ git+{RELEASED.repository}@v1.2.0" in pip
+
+
 def test_on_colab_with_the_helpers_already_installed_the_cell_does_nothing(colab, monkeypatch):
     monkeypatch.setattr(importlib.metadata, "version", lambda distribution: "0.1.0")
     exec(setup_source(RELEASED), {})
@@ -228,10 +251,10 @@ _NO_PROCESS_PROBE = textwrap.dedent(
 
 def test_off_colab_no_setup_cell_starts_any_process():
     """Every notebook's cell, and a released one, run in a fresh Python that records each process started."""
-    sources = [_setup_cell(path).source for path in NOTEBOOKS] + [setup_source(RELEASED)]
-    result = subprocess.run(
-        [sys.executable, "-c", _NO_PROCESS_PROBE], input=json.dumps(sources), capture_output=True, text=True, check=True
-    )
+    sources = [_setup_cell(path).source for path in NOTEBOOKS + CHINESE_NOTEBOOKS] + [setup_source(RELEASED)]
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("KAGGLE_")}
+    result = subprocess.run([sys.executable, "-c", _NO_PROCESS_PROBE], input=json.dumps(sources), capture_output=True,
+                            text=True, check=True, env=environment)
     assert json.loads(result.stdout) == []
 
 
