@@ -8,6 +8,9 @@ notebook goes to test-artifacts/browser/ (or $COURSE_ARTIFACTS/browser/).
 """
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, List, Tuple
@@ -49,13 +52,23 @@ class NotebookCase:
         return f"{self.folder}/{Path(self.name).stem}"
 
     @property
+    def slug(self) -> str:
+        """``notebooks_00_start_here``; ``notebooks_zh_CN_01_graph_and_saved_tensors`` for a Chinese copy."""
+        return f"{self.folder}_{Path(self.name).with_suffix('').as_posix()}".replace("/", "_").replace("-", "_")
+
+    @property
     def class_name(self) -> str:
-        """The name of its test class, e.g. ``Test_solutions_00_start_here``."""
-        return f"Test_{self.folder}_{Path(self.name).stem}"
+        """The name of its test class, e.g. ``Test_notebooks_00_start_here``."""
+        return f"Test_{self.slug}"
 
     @property
     def screenshot_name(self) -> str:
-        return f"{self.folder}_{Path(self.name).stem}.jpg"
+        return f"{self.slug}.jpg"
+
+    @property
+    def chinese(self) -> bool:
+        """A copy of the Chinese edition (notebooks/zh-CN/)."""
+        return Path(self.name).parts[0] == "zh-CN"
 
     @property
     def exercise_status(self) -> Status:
@@ -64,6 +77,10 @@ class NotebookCase:
 
 
 NOTEBOOK_CASES = [NotebookCase("notebooks", path.name) for path in sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))]
+# One Chinese student copy, the first with a predict card, graph pictures and a hint button: its code is the English
+# copy's, so what this adds is Chinese text in cells, outputs and widget buttons (tests/authoring has the rest).
+NOTEBOOK_CASES.append(NotebookCase("notebooks", "zh-CN/01_graph_and_saved_tensors.ipynb"))
+CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 @dataclass
@@ -161,6 +178,34 @@ def check_screenshot(result: BrowserResult) -> None:
         f"the screenshot shows {result.run.shown_height} of the notebook's {result.run.content_height} pixels")
 
 
+def cjk_fonts() -> List[str]:
+    """The fonts fontconfig (which Chromium uses on Linux) has for Chinese."""
+    try:
+        listed = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        return []
+    return [line for line in listed.stdout.splitlines() if line.strip()]
+
+
+def check_chinese_text(result: BrowserResult) -> None:
+    """Every check line prints in Chinese, the predict buttons read Chinese, and a font can draw it."""
+    check_cells = [cell for cell in result.run.cells if cell.source.startswith("#@title ✓ 检查：")]
+    assert check_cells, f"{result.case}: no Chinese check cell"
+    problems = [f"cell {cell.index}: its output shows {cell.shown_text[-80:]!r}" for cell in check_cells
+                if "✓ 已检查：" not in cell.shown_text]
+    buttons = [label for cell in result.run.cells for label in cell.buttons]
+    if not any(CJK.search(label) for label in buttons):
+        problems.append(f"no button shows Chinese: {buttons}")
+    markdown = [cell for cell in result.run.cells if cell.cell_type == "markdown"]
+    if not all(CJK.search(cell.source) for cell in markdown if cell.source.strip()):
+        problems.append("a markdown cell holds no Chinese")
+    assert_no_problems(problems, result)
+    if not cjk_fonts():
+        message = "no font for Chinese (fc-list :lang=zh): the browser would draw boxes; apt-get install fonts-wqy-microhei"
+        assert not os.environ.get("CI"), message
+        pytest.skip(message)
+
+
 class NotebookInTheBrowser:
     """What a learner sees after Run All in one student copy, ``case``.
 
@@ -200,6 +245,12 @@ class NotebookInTheBrowser:
 
     def test_screenshot_shows_the_whole_notebook(self, notebook: BrowserResult) -> None:
         check_screenshot(notebook)
+
+    def test_a_chinese_copy_shows_its_chinese_text_in_outputs_and_buttons_with_a_cjk_font(
+            self, notebook: BrowserResult) -> None:
+        if not notebook.case.chinese:
+            pytest.skip(f"{notebook.case} is not a Chinese copy")
+        check_chinese_text(notebook)
 
 
 for _case in NOTEBOOK_CASES:
