@@ -242,6 +242,9 @@ def catalog_problems(root: Path) -> List[str]:
         english = nbformat.read(str(solution_file), as_version=4)
         shared_entries.update(setup_title(english))
         found += zh_catalog.problems(zh_catalog.load(catalog_path(root, stem)), english_entries(english), name)
+        found += [f"solutions/{stem}.ipynb, cell {cell.id}: {problem} (the Chinese edition cannot translate it)"
+                  for cell in english.cells if cell.cell_type == "code" for problem in zh_catalog.untranslatable(
+                      cell.source)]
     if stems:
         shared_name = catalog_path(root, SHARED_CATALOG).relative_to(root).as_posix()
         found += zh_catalog.problems(_shared_catalog(root), shared_entries, shared_name)
@@ -254,7 +257,12 @@ def update_catalogs(root: Path, new_stems: Sequence[str]) -> List[Path]:
     written: List[Path] = []
     shared_entries: zh_catalog.Entries = {}
     for stem in sorted(set(translated_stems(root)) | set(new_stems)):
-        english = nbformat.read(str(root / "solutions" / f"{stem}.ipynb"), as_version=4)
+        solution_file = root / "solutions" / f"{stem}.ipynb"
+        if not solution_file.exists():
+            print(f"skipped {stem}: there is no solutions/{stem}.ipynb (renamed? its catalog is "
+                  f"{catalog_path(root, stem).relative_to(root)})", file=sys.stderr)
+            continue
+        english = nbformat.read(str(solution_file), as_version=4)
         shared_entries.update(setup_title(english))
         path = catalog_path(root, stem)
         old = zh_catalog.load(path) if path.exists() else zh_catalog.new_catalog()
@@ -367,7 +375,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   f"the Chinese catalogs are complete (translated: {', '.join(translated_stems(root)) or 'none'})")
             return 0
         refused = write(root, args.force)
-    except (MarkerError, release_json.ReleaseError, TranslationError) as error:
+    except (MarkerError, release_json.ReleaseError, TranslationError, OSError) as error:  # OSError: polib's
         print(f"error: {error}", file=sys.stderr)
         return 2
     if refused:

@@ -47,27 +47,43 @@ def _is_text(node: Optional[ast.expr]) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
-def _shown_literals(call: ast.Call) -> List[ast.Constant]:
-    """The string literals a ``predict(question, choices, ..., explanation=...)`` call shows."""
-    question = call.args[0] if call.args else next((kw.value for kw in call.keywords if kw.arg == "question"), None)
-    choices = call.args[1] if len(call.args) > 1 else next(
-        (kw.value for kw in call.keywords if kw.arg == "choices"), None)
-    explanation = call.args[4] if len(call.args) > 4 else next(
-        (kw.value for kw in call.keywords if kw.arg == "explanation"), None)
-    found = [question] if _is_text(question) else []
+def _shown_arguments(call: ast.Call) -> List[ast.expr]:
+    """What a ``predict(question, choices, run, expected, explanation)`` call shows: the question, each choice's
+    label (the keys of a dict written out) and the explanation, as written in the call."""
+    def argument(position: int, name: str) -> Optional[ast.expr]:
+        if len(call.args) > position:
+            return call.args[position]
+        return next((keyword.value for keyword in call.keywords if keyword.arg == name), None)
+
+    question, choices, explanation = argument(0, "question"), argument(1, "choices"), argument(4, "explanation")
+    shown = [] if question is None else [question]
     if isinstance(choices, ast.Dict):
-        found += [key for key in choices.keys if _is_text(key)]
-    return found + ([explanation] if _is_text(explanation) else [])
+        shown += [key for key in choices.keys if key is not None]
+    elif choices is not None:
+        shown.append(choices)
+    return shown + ([] if explanation is None else [explanation])
+
+
+def _learner_calls(tree: ast.AST) -> List[ast.Call]:
+    """The calls of ``predict`` by its plain name (as the notebooks import it), in source order."""
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in LEARNER_CALLS]
+
+
+def _lines(source: str) -> List[str]:
+    """``source``'s lines with their ends, split where ``ast`` counts lines (``\\n``, ``\\r\\n``, ``\\r``; not a form
+    feed or U+2028, which ``str.splitlines`` also splits at)."""
+    return [line for line in re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", source)]
 
 
 def learner_strings(source: str) -> List[Tuple[int, int, str]]:
     """``(start, end, text)`` of each string literal a code cell shows a learner (see ``LEARNER_CALLS``), by
-    position in ``source``; none in a cell that is not plain Python (a cell magic)."""
+    position in ``source``; none in a cell that is not plain Python (a cell magic: ``untranslatable`` says so)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    lines = source.splitlines(keepends=True)
+    lines = _lines(source)
     line_starts = [0]
     for line in lines:
         line_starts.append(line_starts[-1] + len(line))
@@ -77,11 +93,21 @@ def learner_strings(source: str) -> List[Tuple[int, int, str]]:
         return line_starts[line_number - 1] + len(line.encode("utf-8")[:byte_column].decode("utf-8"))
 
     spans = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in LEARNER_CALLS:
-            spans += [(index(literal.lineno, literal.col_offset), index(literal.end_lineno, literal.end_col_offset),
-                       literal.value) for literal in _shown_literals(node)]
+    for call in _learner_calls(tree):
+        spans += [(index(node.lineno, node.col_offset), index(node.end_lineno, node.end_col_offset), node.value)
+                  for node in _shown_arguments(call) if _is_text(node)]
     return sorted(spans)
+
+
+def untranslatable(source: str) -> List[str]:
+    """What a code cell shows a learner that the catalog cannot hold: a ``predict`` argument that is not one string
+    literal (an f-string, a sum, a name), or a ``predict`` call in a cell that is not plain Python."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ["a predict call in a cell that is not plain Python"] if "predict(" in source else []
+    return [f"predict's {ast.unparse(node)[:60]!r} is not one string literal" for call in _learner_calls(tree)
+            for node in _shown_arguments(call) if not _is_text(node)]
 
 
 def notebook_entries(notebook: nbformat.NotebookNode, markdown_english: Dict[str, str]) -> Entries:
@@ -127,15 +153,22 @@ def by_context(catalog: Catalog) -> Dict[str, polib.POEntry]:
 
 
 def merged(catalog: Catalog, entries: Entries) -> Catalog:
-    """A catalog with exactly ``entries``' keys, in their order: an unchanged entry as it was; a new one empty; one
-    whose English changed keeps its Chinese, marked ``fuzzy``, with the English it was made from beside it."""
+    """A catalog with exactly ``entries``' keys, in their order: an unchanged entry as it was; a new one empty, or
+    with the Chinese of a dropped entry of the same English (a cell pasted back gets a new id); one whose English
+    changed keeps its Chinese, marked ``fuzzy``, with the English it was made from beside it. Entries whose cell is
+    gone stay at the end as obsolete (``#~``), as gettext's ``msgmerge`` keeps them."""
     old = by_context(catalog)
+    dropped = {entry.msgid: entry for context, entry in old.items() if context not in entries and entry.msgstr}
     result = new_catalog()
     result.header = catalog.header or result.header
     result.metadata = dict(catalog.metadata) or result.metadata
     for context, english in entries.items():
         before = old.get(context)
-        if before is None or not before.msgstr:
+        if (before is None or not before.msgstr) and english in dropped:
+            moved = dropped.pop(english)
+            result.append(polib.POEntry(msgctxt=context, msgid=english, msgstr=moved.msgstr, flags=list(moved.flags),
+                                        previous_msgid=moved.previous_msgid))
+        elif before is None or not before.msgstr:
             result.append(polib.POEntry(msgctxt=context, msgid=english, msgstr=""))
         elif before.msgid == english:
             result.append(before)
@@ -143,7 +176,16 @@ def merged(catalog: Catalog, entries: Entries) -> Catalog:
             previous = before.previous_msgid if before.fuzzy and before.previous_msgid else before.msgid
             result.append(polib.POEntry(msgctxt=context, msgid=english, msgstr=before.msgstr, flags=["fuzzy"],
                                         previous_msgid=previous))
+    kept_obsolete = [entry for entry in catalog if entry.obsolete]
+    for entry in [*dropped.values(), *kept_obsolete]:
+        entry.obsolete = True
+        result.append(entry)
     return result
+
+
+def current(entry: Optional[polib.POEntry], english: str) -> bool:
+    """True when ``entry`` translates ``english`` as it is now: filled, not fuzzy, made from the same English."""
+    return chinese(entry) is not None and not entry.fuzzy and entry.msgid == english
 
 
 def chinese(entry: Optional[polib.POEntry]) -> Optional[str]:
@@ -166,6 +208,8 @@ def problems(catalog: Catalog, entries: Entries, name: str) -> List[str]:
             found.append(f"{where} is empty")
         elif entry.msgid != english or entry.fuzzy:
             found.append(f"{where} is stale: its English changed (update the Chinese, then remove the fuzzy flag)")
+        elif entry.msgstr.strip() == english.strip():
+            found.append(f"{where} is the English copied, not translated")
     found += [f"{name}: entry {context} is for a cell that no longer exists" for context in old
               if context not in entries]
     return found

@@ -5,12 +5,14 @@ Chinese, and a ``predict`` card its question, choices and explanation; every oth
 stays the English one (``english_code`` undoes the check lines, ``skeleton`` blanks the card's strings, and the tests
 compare the results with the English cell byte for byte). An entry that is missing or empty
 leaves the English in place, one that is stale keeps its old Chinese, each with a one-line note, so that an author
-sees it; ``python -m authoring.generate --check`` fails on both.
+sees it. A title or a card's string that is not current stays English (an old label could pair with the wrong
+outcome; a code cell has no room for a note). ``python -m authoring.generate --check`` fails on all of them.
 """
 from __future__ import annotations
 
 import copy
 import json
+import ast
 from typing import Dict, List, Optional, Tuple
 
 import nbformat
@@ -18,8 +20,8 @@ import polib
 
 from authoring.launch_cells import is_setup_cell, with_badges, with_launch_cells
 from authoring.release_json import Release
-from authoring.translation.catalog import TEXT_SUFFIX, TITLE_SUFFIX, Catalog, by_context, chinese, learner_strings, \
-    title_text
+from authoring.translation.catalog import TEXT_SUFFIX, TITLE_SUFFIX, Catalog, by_context, chinese, current, \
+    learner_strings, title_text
 
 FOLDER = "zh-CN"  # solutions/zh-CN/ and notebooks/zh-CN/
 SETUP_CONTEXT = "colab-setup" + TITLE_SUFFIX  # the Colab set-up cell's title, in the shared catalog
@@ -45,6 +47,25 @@ def _markdown(entry: Optional[polib.POEntry], english: str) -> str:
     if entry.fuzzy or entry.msgid != english:
         return STALE + text
     return text
+
+
+def _current_text(entry: Optional[polib.POEntry], english: str) -> Optional[str]:
+    """The entry's Chinese when it translates ``english`` as it is now; else None (the English stays)."""
+    return chinese(entry) if current(entry, english) else None
+
+
+def _repeated_choice(cell: nbformat.NotebookNode) -> bool:
+    """True when a card's choices (a dict's keys) repeat, as two choices translated alike would."""
+    try:
+        tree = ast.parse(cell.source)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            keys = [key.value for key in node.keys if isinstance(key, ast.Constant)]
+            if len(keys) != len(set(keys)):
+                return True
+    return False
 
 
 def check_line(text: str, prefix: str) -> str:
@@ -97,7 +118,10 @@ def with_chinese_launch_cells(notebook: nbformat.NotebookNode, release: Release,
     for cell in notebook.cells:
         if is_setup_cell(cell):
             english = title_text(cell, checks_only=False) or ""
-            cell.source = "#@title " + (chinese(message) or english) + "\n" + cell.source.partition("\n")[2]
+            title = chinese(message) if current(message, english) else english
+            if "\n" in title:
+                raise TranslationError(f"{path}: the set-up cell's title must be one line")
+            cell.source = "#@title " + title + "\n" + cell.source.partition("\n")[2]
     return notebook
 
 
@@ -120,13 +144,16 @@ def translated(english: nbformat.NotebookNode, catalog: Catalog, shared: Catalog
             if text.strip():
                 cell.source = _markdown(messages.get(cell.id), text)
             continue
-        shown = learner_strings(cell.source)
-        cell.source = with_shown_strings(cell.source, [chinese(messages.get(f"{cell.id}{TEXT_SUFFIX}{number}"))
-                                                       for number in range(len(shown))])
+        where = f"{source_path}, cell {index}"
+        shown = [_current_text(messages.get(f"{cell.id}{TEXT_SUFFIX}{number}"), text)
+                 for number, (_, _, text) in enumerate(learner_strings(cell.source))]
+        cell.source = with_shown_strings(cell.source, shown)
+        if _repeated_choice(cell):
+            raise TranslationError(f"{where}: two of a card's strings are translated alike")
         title = title_text(cell)
         if title is not None:
-            text = chinese(messages.get(cell.id + TITLE_SUFFIX)) or title
-            cell.source = translated_check(cell.source, title, text, f"{source_path}, cell {index}")
+            text = _current_text(messages.get(cell.id + TITLE_SUFFIX), title) or title
+            cell.source = translated_check(cell.source, title, text, where)
     notebook.metadata["course"] = {
         "language": FOLDER,
         "translated_from": source_path,

@@ -16,6 +16,9 @@ from typing import Iterable, List, Sequence, Tuple
 
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
 LINK_TARGET = re.compile(r"\]\([^)]*\)")
+# A name a translation keeps in Latin letters: CamelCase (GradScaler), capitals (DDP, NCCL), or a capitalised word
+# of four letters or more inside a sentence (Kaggle, Colab).
+NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z]+[A-Z]\w*|[A-Z]{2,}\w*|(?<=[a-z,;:] )[A-Z][a-z]{3,})\b")
 QUOTE = re.compile(r"[A-Za-z][A-Za-z0-9 ,;:'./_-]*[A-Za-z0-9]")  # a run of English inside Chinese text
 
 
@@ -55,12 +58,21 @@ def prose(text: str) -> str:
 
 
 def without_quotes(english: str, chinese: str) -> str:
-    """``english`` less the English passages the Chinese keeps word for word (three words or more: a quoted
-    PyTorch message such as *Trying to backward through the graph a second time*), which are not translated."""
-    for quote in sorted(set(QUOTE.findall(prose(chinese))), key=len, reverse=True):
-        if len(quote.split()) >= 3:
+    """``english`` less the passages the Chinese quotes word for word in emphasis or quotation marks (a PyTorch
+    message such as *Trying to backward through the graph a second time*, "marked ready twice"), which are not
+    translated. English left unmarked in the Chinese is not a quote, and its terms count."""
+    marked = re.findall(r"\*([^*\n]+)\*|\"([^\"\n]+)\"|“([^”\n]+)”", chinese)
+    for quote in sorted({part for parts in marked for part in parts if part}, key=len, reverse=True):
+        if len(quote.split()) >= 3 and QUOTE.fullmatch(quote.strip()):
             english = prose(english).replace(quote.strip(), " ")
     return english
+
+
+def names_missing(english: str, chinese: str) -> List[str]:
+    """The names the English uses that the Chinese leaves out (a plural counts as its singular: GPUs, GPU)."""
+    kept = prose(chinese)
+    return sorted({name for name in NAME.findall(prose(english))
+                   if name not in kept and not (name.endswith("s") and name[:-1] in kept)})
 
 
 def load(path: Path) -> List[Term]:
@@ -79,6 +91,7 @@ def term_problems(terms: Sequence[Term], pairs: Iterable[Tuple[str, str, str]]) 
     found: List[str] = []
     forms = [form for term in terms for form in (term.chinese, *term.also)]
     for where, english, chinese in pairs:
+        found += [f"{where}: the English names {name}, the Chinese does not" for name in names_missing(english, chinese)]
         english = without_quotes(english, chinese)
         for term in terms:
             if term.appears_in(english) and not term.used_in(chinese):
@@ -93,7 +106,7 @@ def first_use_problems(terms: Sequence[Term], where: str, chinese_cells: Sequenc
     """Each parenthesised term whose first use in a notebook's text (headings aside: a title stays short) is not
     followed by its English in parentheses: ``计算图（computation graph）``."""
     text = "\n".join(line for cell in chinese_cells for line in prose(cell).split("\n")
-                     if not line.lstrip().startswith("#"))
+                     if not line.lstrip().startswith("#")).replace("[", "").replace("]", "")
     found: List[str] = []
     for term in terms:
         if not term.parenthesise or term.chinese not in text:

@@ -73,8 +73,8 @@ def test_the_exercises_and_their_solutions_are_the_english_ones(stem):
     assert english and chinese == english
 
 
-@pytest.mark.parametrize("stem", STEMS)
-def test_the_catalog_uses_the_glossarys_terms(stem):
+@pytest.mark.parametrize("stem", [*STEMS, generate.SHARED_CATALOG])
+def test_the_catalog_uses_the_glossarys_terms_and_keeps_every_name(stem):
     pairs = [(f"{stem} {context}", english, chinese) for context, english, chinese in _entries(stem)]
     assert glossary.term_problems(GLOSSARY, pairs) == []
 
@@ -246,3 +246,60 @@ def test_after_a_release_the_chinese_readme_opens_each_chinese_notebook_on_colab
         assert url in row and url in "\n".join(readme.splitlines()[:5])
     assert later.rstrip().endswith("|  |")  # that notebook is not in this course copy
     assert "首次发布之后" in before and "首次发布之后" not in row
+
+
+def test_a_card_string_or_title_that_is_not_current_stays_english(course):
+    def stale(catalog):
+        for entry in catalog:
+            if entry.msgctxt == "216205b5#title":
+                entry.flags.append("fuzzy")
+    _edit_catalog(course, stale)
+    generate.main(["--root", str(course)])
+    cell = next(cell for cell in _read(course / "solutions" / FOLDER / "00_start_here.ipynb").cells
+                if cell.id == "216205b5")
+    assert cell.source.startswith("#@title ✓ 检查：this machine can run the course")
+    assert any("entry 216205b5#title is stale" in problem for problem in generate.check(course))
+
+
+def test_a_pasted_cell_keeps_its_chinese_and_a_deleted_ones_stays_obsolete(course):
+    solution_path = course / "solutions" / "00_start_here.ipynb"
+    solution = _read(solution_path)
+    moved = next(cell for cell in solution.cells if cell.id == "b26d5bbb")
+    moved.id = "1234abcd"  # cut and pasted back: a new id
+    solution.cells = [cell for cell in solution.cells if cell.id != "2b77f41f"]
+    nbformat.write(solution, str(solution_path))
+    assert generate.main(["--root", str(course), "--update-catalogs"]) == 0
+    catalog = zh_catalog.load(generate.catalog_path(course, "00_start_here"))
+    assert zh_catalog.by_context(catalog)["1234abcd"].msgstr.startswith("## 1. 检查你的环境")
+    obsolete = [entry for entry in catalog if entry.obsolete]
+    assert [entry.msgctxt for entry in obsolete] == ["2b77f41f"]
+    assert generate.main(["--root", str(course)]) == 0 and generate.check(course) == []
+    assert generate.update_catalogs(course, []) == []
+
+
+def test_check_reports_a_card_string_it_cannot_translate_and_english_copied_as_chinese(course):
+    solution_path = course / "solutions" / "00_start_here.ipynb"
+    solution = _read(solution_path)
+    solution.cells.append(nbformat.v4.new_code_cell(
+        'predict(f"What now, {1}?", {"A": 1}, run=len, expected=1, explanation="Because " + "so.")'))
+    nbformat.write(solution, str(solution_path))
+
+    def copied(catalog):
+        zh_catalog.by_context(catalog)["a8ce3476"].msgstr = zh_catalog.by_context(catalog)["a8ce3476"].msgid
+    _edit_catalog(course, copied)
+    found = generate.check(course)
+    assert sum("is not one string literal" in problem for problem in found) == 2
+    assert any("entry a8ce3476 is the English copied" in problem for problem in found)
+
+
+def test_a_catalog_whose_notebook_is_gone_is_skipped_by_update_and_reported_by_check(course):
+    (course / "solutions" / "00_start_here.ipynb").rename(course / "solutions" / "00_start.ipynb")
+    assert generate.update_catalogs(course, []) == []
+    assert any("00_start_here.po has no solution notebook" in problem for problem in generate.check(course))
+
+
+def test_the_glossary_keeps_names_and_counts_only_marked_quotes():
+    kaggle = ("t", "Set-up for Google Colab and Kaggle: run it first.", "Google Colab 上的准备工作：请先运行它。")
+    assert any("names Kaggle" in problem for problem in glossary.term_problems(GLOSSARY, [kaggle]))
+    unmarked = ("u", "Run the next cell to see the gradient.", "运行 Run the next cell to see the gradient.")
+    assert any("lacks '梯度'" in problem for problem in glossary.term_problems(GLOSSARY, [unmarked]))
