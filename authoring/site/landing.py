@@ -15,6 +15,7 @@ INTRO_MARKER = "<!-- from README: what the course teaches, and for whom -->"
 COMMANDS_MARKER = "<!-- from README: the two set-up commands -->"
 MAP_MARKER = "<!-- from README: the notebook map -->"
 SETUP_HEADING = "## Set-up"
+CHINESE_README = "(README.zh-CN.md)"  # the README's line to its Chinese twin, which the English site does not have
 
 
 class LandingError(ValueError):
@@ -33,8 +34,10 @@ def _section(readme: str, heading_start: str) -> str:
 
 def readme_intro(readme: str) -> str:
     """The README's opening paragraphs: between its title and its set-up section, without a released README's
-    badges (pictures from the network; each page has its own launch links)."""
+    badges (pictures from the network; each page has its own launch links) and without its line to the Chinese
+    README (a file the site does not hold)."""
     opening = with_badges(readme.split(f"\n{SETUP_HEADING}", 1)[0], "")
+    opening = "\n".join(line for line in opening.split("\n") if CHINESE_README not in line)  # the language line
     title, _, rest = opening.partition("\n")
     if not title.startswith("# ") or not rest.strip():
         raise LandingError("the README must open with a title and the paragraphs that say what the course is")
