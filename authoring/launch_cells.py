@@ -31,10 +31,10 @@ _SETUP_TEMPLATE = '''\
 #@title Set-up for Google Colab and Kaggle: run it first. Anywhere else it does nothing.
 # There it installs this course's helpers, pinned to the release; --no-deps keeps their torch and ipywidgets.
 import importlib.metadata
-import importlib.util
 import os
+from importlib.util import find_spec
 
-if (importlib.util.find_spec("google") and importlib.util.find_spec("google.colab")) or os.getenv("KAGGLE_KERNEL_RUN_TYPE"):
+if (find_spec("google") and find_spec("google.colab")) or os.getenv("KAGGLE_KERNEL_RUN_TYPE"):
     try:
         importlib.metadata.version("{distribution}")
     except importlib.metadata.PackageNotFoundError:

@@ -52,7 +52,8 @@ class Release:
 
     def kaggle_url(self, notebook_path: str) -> str:
         """The address that imports ``notebook_path`` from GitHub into a new Kaggle notebook."""
-        return f"{KAGGLE_SITE}/kernels/welcome?src=https://github.com/{self.owner_and_name}/blob/{self.ref}/{notebook_path}"
+        source = f"https://github.com/{self.owner_and_name}/blob/{self.ref}/{notebook_path}"
+        return f"{KAGGLE_SITE}/kernels/welcome?src={source}"
 
     def binder_url(self, notebook_path: str) -> str:
         """The address that builds the course on Binder and opens ``notebook_path`` in JupyterLab."""

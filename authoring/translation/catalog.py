@@ -2,7 +2,8 @@
 
 One entry per text, keyed by ``msgctxt``: a markdown cell by its id (``a266346e``), a check cell's title by its id
 and ``#title`` (``216205b5#title``), a string a code cell shows a learner by its id and ``#text.N``
-(``f5f1924e#text.0``: a ``predict`` card's question, choices and explanation, in the order they appear). ``msgid`` is the English the entry translates. When the English changes,
+(``f5f1924e#text.0``: a ``predict`` card's question, choices and explanation, in the order they appear).
+``msgid`` is the English the entry translates. When the English changes,
 ``merged`` keeps the old Chinese, marks the entry ``fuzzy`` and keeps the English it was made from as its previous
 ``msgid`` (``#| msgid`` in the file), as gettext's ``msgmerge`` does; a translator updates it in any PO editor
 (Poedit, Weblate, Crowdin) and removes the flag.

@@ -91,7 +91,8 @@ def term_problems(terms: Sequence[Term], pairs: Iterable[Tuple[str, str, str]]) 
     found: List[str] = []
     forms = [form for term in terms for form in (term.chinese, *term.also)]
     for where, english, chinese in pairs:
-        found += [f"{where}: the English names {name}, the Chinese does not" for name in names_missing(english, chinese)]
+        found += [f"{where}: the English names {name}, the Chinese does not"
+                  for name in names_missing(english, chinese)]
         english = without_quotes(english, chinese)
         for term in terms:
             if term.appears_in(english) and not term.used_in(chinese):
