@@ -21,7 +21,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import nbformat
 
@@ -197,7 +197,8 @@ def _shared_catalog(root: Path) -> zh_catalog.Catalog:
 
 
 def english_entries(notebook: nbformat.NotebookNode) -> zh_catalog.Entries:
-    """What a notebook's catalog translates (its markdown cells without badges, its check titles)."""
+    """What a notebook's catalog translates: its markdown cells without badges, its check titles, its cards'
+    strings."""
     markdown = {cell.id: markdown_english(cell) for cell in notebook.cells if cell.cell_type == "markdown"}
     return zh_catalog.notebook_entries(notebook, markdown)
 
@@ -228,26 +229,35 @@ def chinese_outputs(root: Path, release: release_json.Release, solution_files: S
     return outputs
 
 
+def _english_notebooks(root: Path, stems: Sequence[str]) -> Tuple[Dict[str, nbformat.NotebookNode], List[str]]:
+    """The English solution notebook of each of ``stems``, and the stems that have none (renamed or deleted)."""
+    found = {stem: nbformat.read(str(root / "solutions" / f"{stem}.ipynb"), as_version=4) for stem in stems
+             if (root / "solutions" / f"{stem}.ipynb").exists()}
+    return found, [stem for stem in stems if stem not in found]
+
+
+def _shared_entries(notebooks: Dict[str, nbformat.NotebookNode]) -> zh_catalog.Entries:
+    """The shared catalog's entries, as the English notebooks have them (the set-up cell's title)."""
+    entries: zh_catalog.Entries = {}
+    for english in notebooks.values():
+        entries.update(setup_title(english))
+    return entries
+
+
 def catalog_problems(root: Path) -> List[str]:
     """Each missing, empty, stale or obsolete entry of the Chinese catalogs."""
-    found: List[str] = []
     stems = translated_stems(root)
-    shared_entries: zh_catalog.Entries = {}
-    for stem in stems:
-        solution_file = root / "solutions" / f"{stem}.ipynb"
+    notebooks, gone = _english_notebooks(root, stems)
+    found = [f"{catalog_path(root, stem).relative_to(root).as_posix()} has no solution notebook" for stem in gone]
+    for stem, english in notebooks.items():
         name = catalog_path(root, stem).relative_to(root).as_posix()
-        if not solution_file.exists():
-            found.append(f"{name} has no solution notebook")
-            continue
-        english = nbformat.read(str(solution_file), as_version=4)
-        shared_entries.update(setup_title(english))
         found += zh_catalog.problems(zh_catalog.load(catalog_path(root, stem)), english_entries(english), name)
         found += [f"solutions/{stem}.ipynb, cell {cell.id}: {problem} (the Chinese edition cannot translate it)"
                   for cell in english.cells if cell.cell_type == "code" for problem in zh_catalog.untranslatable(
                       cell.source)]
     if stems:
         shared_name = catalog_path(root, SHARED_CATALOG).relative_to(root).as_posix()
-        found += zh_catalog.problems(_shared_catalog(root), shared_entries, shared_name)
+        found += zh_catalog.problems(_shared_catalog(root), _shared_entries(notebooks), shared_name)
     return found
 
 
@@ -255,18 +265,15 @@ def update_catalogs(root: Path, new_stems: Sequence[str]) -> List[Path]:
     """Bring every Chinese catalog (and a new one for each of ``new_stems``) in step with the English; returns the
     files written."""
     written: List[Path] = []
-    shared_entries: zh_catalog.Entries = {}
-    for stem in sorted(set(translated_stems(root)) | set(new_stems)):
-        solution_file = root / "solutions" / f"{stem}.ipynb"
-        if not solution_file.exists():
-            print(f"skipped {stem}: there is no solutions/{stem}.ipynb (renamed? its catalog is "
-                  f"{catalog_path(root, stem).relative_to(root)})", file=sys.stderr)
-            continue
-        english = nbformat.read(str(solution_file), as_version=4)
-        shared_entries.update(setup_title(english))
+    notebooks, gone = _english_notebooks(root, sorted(set(translated_stems(root)) | set(new_stems)))
+    for stem in gone:
+        print(f"skipped {stem}: there is no solutions/{stem}.ipynb (renamed? its catalog is "
+              f"{catalog_path(root, stem).relative_to(root)})", file=sys.stderr)
+    for stem, english in notebooks.items():
         path = catalog_path(root, stem)
         old = zh_catalog.load(path) if path.exists() else zh_catalog.new_catalog()
         written += _write_if_changed(path, zh_catalog.po_text(zh_catalog.merged(old, english_entries(english))))
+    shared_entries = _shared_entries(notebooks)
     if shared_entries:
         text = zh_catalog.po_text(zh_catalog.merged(_shared_catalog(root), shared_entries))
         written += _write_if_changed(catalog_path(root, SHARED_CATALOG), text)

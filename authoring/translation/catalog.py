@@ -48,15 +48,18 @@ def _is_text(node: Optional[ast.expr]) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
+def _argument(call: ast.Call, position: int, name: str) -> Optional[ast.expr]:
+    """A call's argument, given by position or by name; None when absent."""
+    if len(call.args) > position:
+        return call.args[position]
+    return next((keyword.value for keyword in call.keywords if keyword.arg == name), None)
+
+
 def _shown_arguments(call: ast.Call) -> List[ast.expr]:
     """What a ``predict(question, choices, run, expected, explanation)`` call shows: the question, each choice's
     label (the keys of a dict written out) and the explanation, as written in the call."""
-    def argument(position: int, name: str) -> Optional[ast.expr]:
-        if len(call.args) > position:
-            return call.args[position]
-        return next((keyword.value for keyword in call.keywords if keyword.arg == name), None)
-
-    question, choices, explanation = argument(0, "question"), argument(1, "choices"), argument(4, "explanation")
+    question, choices = _argument(call, 0, "question"), _argument(call, 1, "choices")
+    explanation = _argument(call, 4, "explanation")
     shown = [] if question is None else [question]
     if isinstance(choices, ast.Dict):
         shown += [key for key in choices.keys if key is not None]
@@ -98,6 +101,16 @@ def learner_strings(source: str) -> List[Tuple[int, int, str]]:
         spans += [(index(node.lineno, node.col_offset), index(node.end_lineno, node.end_col_offset), node.value)
                   for node in _shown_arguments(call) if _is_text(node)]
     return sorted(spans)
+
+
+def card_choices(source: str) -> List[List[str]]:
+    """The choice labels of each ``predict`` card in ``source`` (the keys of its dict, as written)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    cards = [_argument(call, 1, "choices") for call in _learner_calls(tree)]
+    return [[key.value for key in choices.keys if _is_text(key)] for choices in cards if isinstance(choices, ast.Dict)]
 
 
 def untranslatable(source: str) -> List[str]:
@@ -207,7 +220,7 @@ def problems(catalog: Catalog, entries: Entries, name: str) -> List[str]:
             found.append(f"{where} is missing")
         elif chinese(entry) is None:
             found.append(f"{where} is empty")
-        elif entry.msgid != english or entry.fuzzy:
+        elif not current(entry, english):
             found.append(f"{where} is stale: its English changed (update the Chinese, then remove the fuzzy flag)")
         elif entry.msgstr.strip() == english.strip():
             found.append(f"{where} is the English copied, not translated")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import ast
 from typing import Dict, List, Optional, Tuple
 
 import nbformat
@@ -20,8 +19,8 @@ import polib
 
 from authoring.launch_cells import is_setup_cell, with_badges, with_launch_cells
 from authoring.release_json import Release
-from authoring.translation.catalog import TEXT_SUFFIX, TITLE_SUFFIX, Catalog, by_context, chinese, current, \
-    learner_strings, title_text
+from authoring.translation.catalog import TEXT_SUFFIX, TITLE_SUFFIX, Catalog, by_context, card_choices, chinese, \
+    current, learner_strings, title_text
 
 FOLDER = "zh-CN"  # solutions/zh-CN/ and notebooks/zh-CN/
 SETUP_CONTEXT = "colab-setup" + TITLE_SUFFIX  # the Colab set-up cell's title, in the shared catalog
@@ -44,7 +43,7 @@ def _markdown(entry: Optional[polib.POEntry], english: str) -> str:
     text = chinese(entry)
     if text is None:
         return NOT_TRANSLATED + english
-    if entry.fuzzy or entry.msgid != english:
+    if not current(entry, english):
         return STALE + text
     return text
 
@@ -52,20 +51,6 @@ def _markdown(entry: Optional[polib.POEntry], english: str) -> str:
 def _current_text(entry: Optional[polib.POEntry], english: str) -> Optional[str]:
     """The entry's Chinese when it translates ``english`` as it is now; else None (the English stays)."""
     return chinese(entry) if current(entry, english) else None
-
-
-def _repeated_choice(cell: nbformat.NotebookNode) -> bool:
-    """True when a card's choices (a dict's keys) repeat, as two choices translated alike would."""
-    try:
-        tree = ast.parse(cell.source)
-    except SyntaxError:
-        return False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Dict):
-            keys = [key.value for key in node.keys if isinstance(key, ast.Constant)]
-            if len(keys) != len(set(keys)):
-                return True
-    return False
 
 
 def check_line(text: str, prefix: str) -> str:
@@ -148,7 +133,7 @@ def translated(english: nbformat.NotebookNode, catalog: Catalog, shared: Catalog
         shown = [_current_text(messages.get(f"{cell.id}{TEXT_SUFFIX}{number}"), text)
                  for number, (_, _, text) in enumerate(learner_strings(cell.source))]
         cell.source = with_shown_strings(cell.source, shown)
-        if _repeated_choice(cell):
+        if any(len(set(choices)) != len(choices) for choices in card_choices(cell.source)):
             raise TranslationError(f"{where}: two of a card's strings are translated alike")
         title = title_text(cell)
         if title is not None:

@@ -233,7 +233,7 @@ def test_the_chinese_readme_gives_the_same_two_commands_opening_the_chinese_note
 def test_after_a_release_the_chinese_readme_opens_each_chinese_notebook_on_colab_binder_and_kaggle(course):
     shutil.copy(ROOT / generate.ZH_README, course / generate.ZH_README)
     release = release_json.Release(repository="https://github.com/example-org/two-losses-course", ref="v1.2.0")
-    assert generate.check(course) == [f"{generate.ZH_README} is stale"] or generate.main(["--root", str(course)]) == 0
+    assert generate.main(["--root", str(course)]) == 0
     before = (course / generate.ZH_README).read_text(encoding="utf-8")
     release_json.save(course, release)
     assert f"{generate.ZH_README} is stale" in generate.check(course)

@@ -16,8 +16,8 @@ from tests.paths import ROOT
 STEMS = generate.translated_stems(ROOT)
 
 
-def _run(path, strict, monkeypatch):
-    monkeypatch.setenv(STRICT_VARIABLE, "1" if strict else "0")  # the kernel inherits it
+def _run_strict(path, monkeypatch):
+    monkeypatch.setenv(STRICT_VARIABLE, "1")  # the kernel inherits it
     notebook = nbformat.read(str(path), as_version=4)
     NotebookClient(notebook, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
@@ -30,7 +30,7 @@ def _printed(cell):
 
 @pytest.mark.parametrize("stem", STEMS)
 def test_the_chinese_solution_runs_strict_and_each_check_speaks_chinese(stem, monkeypatch):
-    notebook = _run(ROOT / "solutions" / FOLDER / f"{stem}.ipynb", True, monkeypatch)
+    notebook = _run_strict(ROOT / "solutions" / FOLDER / f"{stem}.ipynb", monkeypatch)
     checks = [cell for cell in notebook.cells if cell.source.startswith(CHECK_TITLE_ZH)]
     assert checks
     for cell in checks:
