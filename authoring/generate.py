@@ -21,7 +21,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import nbformat
 
@@ -29,6 +29,7 @@ from authoring import release_json
 from authoring.launch_cells import badges_markdown, readme_with_badges, with_badges, with_launch_cells
 from authoring.solution_markers import MarkerError, has_marker_text, split_cell
 from authoring.translation import catalog as zh_catalog
+from authoring.translation import messages as zh_messages
 from authoring.translation.edition import FOLDER as ZH_FOLDER
 from authoring.translation.edition import TranslationError, markdown_english, setup_title, translated, \
     with_chinese_launch_cells
@@ -38,6 +39,7 @@ SOLUTIONS_JSON = Path("helpers") / "course" / "exercises" / "solutions.json"
 CATALOGS = Path("i18n") / zh_catalog.LOCALE  # one <stem>.po per translated notebook, and shared.po
 ZH_README = "README.zh-CN.md"
 SHARED_CATALOG = "shared"
+NOT_NOTEBOOKS = (SHARED_CATALOG, "helpers")  # catalogs in i18n/zh_CN/ that are no notebook's
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 GENERATED_NOTE = (
     "Generated from solutions/ by `python -m authoring.generate`: edit the solution notebook, not this copy."
@@ -151,13 +153,13 @@ def _chinese_readme(root: Path, release: release_json.Release, stems: List[str])
     return with_badges(readme, badges_markdown(release, f"{folder}/00_start_here.ipynb", kaggle=True))
 
 
-def build(root: Path) -> Dict[Path, str]:
+def build(root: Path) -> Dict[Path, Union[str, bytes]]:
     """Every generated file under ``root``, as path -> text.
 
     That is the student copies, the exercises' solutions file, and the parts generated from release.json:
     the badges and Colab set-up cell in each solution notebook, and the README's badges.
     """
-    outputs: Dict[Path, str] = {}
+    outputs: Dict[Path, Union[str, bytes]] = {}
     solutions: Dict[str, dict] = {}
     release = release_json.load(root)
     solution_files = sorted((root / "solutions").glob("*.ipynb"))
@@ -171,6 +173,7 @@ def build(root: Path) -> Dict[Path, str]:
         outputs[root / student_path] = _notebook_text(_student_with_launch_cells(student, release, student_path))
     outputs[root / SOLUTIONS_JSON] = json.dumps(solutions, indent=1, sort_keys=True) + "\n"
     outputs.update(chinese_outputs(root, release, solution_files))
+    outputs.update(zh_messages.compiled_output(root))
     readme = _readme(root, release, [path.stem for path in solution_files])
     if readme is not None:
         outputs[root / "README.md"] = readme
@@ -188,7 +191,7 @@ def catalog_path(root: Path, stem: str) -> Path:
 
 def translated_stems(root: Path) -> List[str]:
     """The notebooks that have a Chinese catalog, and so a Chinese edition."""
-    return sorted(path.stem for path in (root / CATALOGS).glob("*.po") if path.stem != SHARED_CATALOG)
+    return sorted(path.stem for path in (root / CATALOGS).glob("*.po") if path.stem not in NOT_NOTEBOOKS)
 
 
 def _shared_catalog(root: Path) -> zh_catalog.Catalog:
@@ -258,7 +261,7 @@ def catalog_problems(root: Path) -> List[str]:
     if stems:
         shared_name = catalog_path(root, SHARED_CATALOG).relative_to(root).as_posix()
         found += zh_catalog.problems(_shared_catalog(root), _shared_entries(notebooks), shared_name)
-    return found
+    return found + zh_messages.catalog_problems(root)
 
 
 def update_catalogs(root: Path, new_stems: Sequence[str]) -> List[Path]:
@@ -277,6 +280,9 @@ def update_catalogs(root: Path, new_stems: Sequence[str]) -> List[Path]:
     if shared_entries:
         text = zh_catalog.po_text(zh_catalog.merged(_shared_catalog(root), shared_entries))
         written += _write_if_changed(catalog_path(root, SHARED_CATALOG), text)
+    helpers_catalog = zh_messages.updated_text(root)
+    if helpers_catalog is not None:
+        written += _write_if_changed(zh_messages.catalog_file(root), helpers_catalog)
     return written
 
 
@@ -286,6 +292,11 @@ def _write_if_changed(path: Path, text: str) -> List[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return [path]
+
+
+def _read(path: Path, like: Union[str, bytes]) -> Union[str, bytes]:
+    """A generated file's content, as bytes or text like what the generator writes there."""
+    return path.read_bytes() if isinstance(like, bytes) else path.read_text(encoding="utf-8")
 
 
 def learner_edited(path: Path) -> bool:
@@ -314,7 +325,7 @@ def check(root: Path) -> List[str]:
     for path, text in build(root).items():
         if not path.exists():
             problems.append(f"{path.relative_to(root)} is missing")
-        elif path.read_text(encoding="utf-8") != text:
+        elif _read(path, text) != text:
             problems.append(f"{path.relative_to(root)} is stale")
     problems += [f"{path.relative_to(root)} has no solution notebook" + (" or no catalog" if ZH_FOLDER in path.parts
                                                                           else "") for path in orphans(root)]
@@ -338,10 +349,13 @@ def write(root: Path, force: bool) -> List[str]:
         backup.write_bytes(path.read_bytes())
         print(f"kept your edited copy as {backup.relative_to(root)}")
     for path, text in outputs.items():
-        if path.exists() and path.read_text(encoding="utf-8") == text:
+        if path.exists() and _read(path, text) == text:
             continue  # unchanged: keep its timestamp
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(text, encoding="utf-8")
     return []
 
 

@@ -33,7 +33,7 @@ _SETUP_TEMPLATE = '''\
 import importlib.metadata
 import os
 from importlib.util import find_spec
-
+{language}
 if (find_spec("google") and find_spec("google.colab")) or os.getenv("KAGGLE_KERNEL_RUN_TYPE"):
     try:
         importlib.metadata.version("{distribution}")
@@ -62,9 +62,19 @@ def helpers_requirement(release: Release) -> Optional[str]:
     return f"{COURSE_DISTRIBUTION} @ git+{release.repository}@{release.ref}"
 
 
-def setup_source(release: Release) -> str:
-    """The source of the Colab set-up cell for ``release``."""
+def language_line(language: Optional[str]) -> str:
+    """The set-up cell's line that makes the helpers speak ``language`` (``zh_CN``); none for English."""
+    if language is None:
+        return ""
+    comment = "# the language of the helpers' hints and feedback"
+    return f'\nos.environ["COURSE_LANGUAGE"] = {_literal(language)}  {comment}\n'
+
+
+def setup_source(release: Release, language: Optional[str] = None) -> str:
+    """The source of the Colab set-up cell for ``release``; with ``language``, it also chooses the language the
+    helpers speak, in every environment."""
     return _SETUP_TEMPLATE.format(
+        language=language_line(language),
         requirement=_literal(helpers_requirement(release)),
         distribution=COURSE_DISTRIBUTION,
         extras=", ".join(_literal(package) for package in COLAB_EXTRA_PACKAGES),
@@ -101,15 +111,16 @@ def is_setup_cell(cell: nbformat.NotebookNode) -> bool:
 
 
 def with_launch_cells(notebook: nbformat.NotebookNode, release: Release, notebook_path: str,
-                      kaggle: bool = False) -> nbformat.NotebookNode:
-    """A copy of ``notebook`` with fresh badges in its first cell and the set-up cell right below that cell."""
+                      kaggle: bool = False, language: Optional[str] = None) -> nbformat.NotebookNode:
+    """A copy of ``notebook`` with fresh badges in its first cell and the set-up cell right below that cell (choosing
+    ``language`` for the helpers, when given)."""
     notebook = copy.deepcopy(notebook)
     cells: List[nbformat.NotebookNode] = [cell for cell in notebook.cells if not is_setup_cell(cell)]
     if cells and cells[0].cell_type == "markdown":
         cells[0].source = with_badges(cells[0].source, badges_markdown(release, notebook_path, kaggle))
     first_code = 1 if cells and cells[0].cell_type == "markdown" else 0
     metadata = {"tags": [SETUP_TAG], **copy.deepcopy(FOLDED_METADATA)}
-    setup = nbformat.v4.new_code_cell(setup_source(release), metadata=metadata)
+    setup = nbformat.v4.new_code_cell(setup_source(release, language), metadata=metadata)
     setup["id"] = SETUP_TAG  # stable, so regenerating changes nothing
     cells.insert(first_code, setup)
     notebook.cells = cells

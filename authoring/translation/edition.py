@@ -23,6 +23,7 @@ from authoring.translation.catalog import TEXT_SUFFIX, TITLE_SUFFIX, Catalog, by
     current, learner_strings, title_text
 
 FOLDER = "zh-CN"  # solutions/zh-CN/ and notebooks/zh-CN/
+LANGUAGE = "zh_CN"  # what the Chinese set-up cell sets COURSE_LANGUAGE to
 SETUP_CONTEXT = "colab-setup" + TITLE_SUFFIX  # the Colab set-up cell's title, in the shared catalog
 CHECK_TITLE_EN, CHECK_TITLE_ZH = "#@title ✓ check: ", "#@title ✓ 检查："
 CHECKED_EN, CHECKED_ZH = "✓ checked: ", "✓ 已检查："
@@ -98,7 +99,7 @@ def with_chinese_launch_cells(notebook: nbformat.NotebookNode, release: Release,
                               shared: Catalog) -> nbformat.NotebookNode:
     """``with_launch_cells`` for a Chinese notebook at ``path``: its own badges (Kaggle's too), the set-up cell's
     title in Chinese."""
-    notebook = with_launch_cells(notebook, release, path, kaggle=True)
+    notebook = with_launch_cells(notebook, release, path, kaggle=True, language=LANGUAGE)
     message = by_context(shared).get(SETUP_CONTEXT)
     for cell in notebook.cells:
         if is_setup_cell(cell):

@@ -10,6 +10,7 @@ the tab keeps its code and outputs, and Kernel > Restart Kernel and Run All Cell
 """
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -20,8 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-LABEL = "Shut down this notebook's kernel"
-DONE = "Kernel shut down. Your code and outputs stay; Kernel → Restart Kernel and Run All Cells brings it back."
+from helpers.language import marked, tr, translated
+
+LABEL = marked("Shut down this notebook's kernel")
+DONE = marked("Kernel shut down. Your code and outputs stay; Kernel → Restart Kernel and Run All Cells brings it back.")
 _KERNEL_FILE = re.compile(r"kernel-([0-9a-f-]{36})\.json$")
 _TIMEOUT_S = 5.0
 
@@ -112,13 +115,13 @@ def shutdown_button() -> Optional[Any]:
         import ipywidgets
     except ImportError:
         return None
-    button = ipywidgets.Button(description=LABEL, icon="power-off", layout=ipywidgets.Layout(width="auto"),
-                               tooltip="Frees this notebook's memory. Nothing in the notebook is lost.")
+    button = ipywidgets.Button(description=translated(LABEL), icon="power-off", layout=ipywidgets.Layout(width="auto"),
+                               tooltip=tr("Frees this notebook's memory. Nothing in the notebook is lost."))
     status = ipywidgets.HTML()
 
     def on_click(_: Any) -> None:
         button.disabled = True
-        status.value = DONE
+        status.value = html.escape(translated(DONE))
         end_session(session)
 
     button.on_click(on_click)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Mapping
 
 from helpers.course.static_site import widgets_wanted
+from helpers.language import tr
 from helpers.tools.display import card_html
 from helpers.tools.errors import classify
 
@@ -33,26 +34,28 @@ class Prediction:
 
     def feedback(self, choice: str) -> str:
         """HTML feedback for a learner who chose ``choice``."""
-        verdict = "Right!" if choice == self.answer else "Not this time."
-        return (f"<div><b>{html.escape(verdict)}</b> You chose <i>{html.escape(choice)}</i>; this run: "
-                f"<i>{html.escape(self.answer)}</i>.<br>{html.escape(self.explanation)}</div>")
+        verdict = tr("Right!") if choice == self.answer else tr("Not this time.")
+        chosen = tr("You chose {choice}; this run: {answer}.", choice=f"<i>{html.escape(choice)}</i>",
+                    answer=f"<i>{html.escape(self.answer)}</i>")
+        return f"<div><b>{html.escape(verdict)}</b> {chosen}<br>{html.escape(self.explanation)}</div>"
 
     def __str__(self) -> str:
         choices = "\n".join(f"  - {choice}" for choice in self.choices)
-        return f"Predict: {self.question}\n{choices}\nThis run: {self.answer}. {self.explanation}"
+        return tr("Predict: {question}\n{choices}\nThis run: {answer}. {explanation}", question=self.question,
+                  choices=choices, answer=self.answer, explanation=self.explanation)
 
     def _repr_html_(self) -> str:
         choices = "".join(f"<li>{html.escape(c)}</li>" for c in self.choices)
         body = (f"<div>{html.escape(self.question)}</div><ul>{choices}</ul>"
-                f"<details><summary>Answer</summary>{self.feedback(self.answer)}</details>")
-        return card_html("Predict what happens", body, accent="#8e44ad")
+                f"<details><summary>{html.escape(tr('Answer'))}</summary>{self.feedback(self.answer)}</details>")
+        return card_html(tr("Predict what happens"), body, accent="#8e44ad")
 
 
 def predict_widget(prediction: Prediction) -> Any:
     """One button per choice; a click reveals what happened (ipywidgets 7 and 8)."""
     import ipywidgets
 
-    question = ipywidgets.HTML(value=f"<b>Predict:</b> {html.escape(prediction.question)}")
+    question = ipywidgets.HTML(value=f"<b>{html.escape(tr('Predict:'))}</b> {html.escape(prediction.question)}")
     feedback = ipywidgets.HTML(value="")
     buttons = []
     for choice in prediction.choices:

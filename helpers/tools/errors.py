@@ -5,6 +5,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from helpers.language import marked
+
 
 @dataclass(frozen=True)
 class ErrorKind:
@@ -46,13 +48,13 @@ KINDS: dict[str, ErrorKind] = {
     for kind in (
         ErrorKind(
             name="backward-twice",
-            title="Error 1: backward through the graph a second time",
+            title=marked("Error 1: backward through the graph a second time"),
             exception_type=RuntimeError,
             # Every wording since PyTorch 0.x starts like this: "..., but the buffers have already been freed",
             # "..., but the saved intermediate results have already been freed", and today's
             # "... (or directly access saved tensors after they have already been freed)".
             pattern=re.compile(r"Trying to backward through the graph a second time"),
-            explanation=(
+            explanation=marked(
                 "A backward pass frees the tensors the graph saved, unless you pass retain_graph=True.\n"
                 "A second backward through the same part of the graph then finds them gone."
             ),
@@ -60,10 +62,10 @@ KINDS: dict[str, ErrorKind] = {
         ),
         ErrorKind(
             name="inplace-version",
-            title="Error 2: a saved tensor was modified by an in-place operation",
+            title=marked("Error 2: a saved tensor was modified by an in-place operation"),
             exception_type=RuntimeError,
             pattern=_VERSION_PATTERN,
-            explanation=(
+            explanation=marked(
                 "Autograd saved this tensor at one version; an in-place change (often optimizer.step()) bumped it.\n"
                 "Run every backward that needs the old values before you change them."
             ),
@@ -71,11 +73,11 @@ KINDS: dict[str, ErrorKind] = {
         ),
         ErrorKind(
             name="leaf-inplace",
-            title="An in-place operation on a leaf that requires grad",
+            title=marked("An in-place operation on a leaf that requires grad"),
             exception_type=RuntimeError,
             pattern=re.compile(r"a (?:view of a )?leaf Variable that requires grad (?:is being|has been) used in an "
                                r"in-place operation"),
-            explanation=(
+            explanation=marked(
                 "Parameters are leaves: autograd forbids changing them in place while it records.\n"
                 "Change them under torch.no_grad(), as optimizers do."
             ),
@@ -83,10 +85,10 @@ KINDS: dict[str, ErrorKind] = {
         ),
         ErrorKind(
             name="no-grad-fn",
-            title="Backward from a tensor that is not part of any graph",
+            title=marked("Backward from a tensor that is not part of any graph"),
             exception_type=RuntimeError,
             pattern=re.compile(r"element \d+ of tensors does not require grad and does not have a grad_fn"),
-            explanation=(
+            explanation=marked(
                 "The tensor you called backward on was computed without recording (no_grad, detach).\n"
                 "Nothing connects it to the parameters, so there is nothing to differentiate."
             ),
@@ -94,7 +96,7 @@ KINDS: dict[str, ErrorKind] = {
         ),
         ErrorKind(
             name="unused-input",
-            title="autograd.grad asked for a tensor the output does not depend on",
+            title=marked("autograd.grad asked for a tensor the output does not depend on"),
             exception_type=RuntimeError,
             # "One of the differentiated Tensors appears ..." until 2.12;
             # "The differentiated Tensor at index 1 appears ..." since.
@@ -102,7 +104,7 @@ KINDS: dict[str, ErrorKind] = {
                 r"(?:One of the differentiated Tensors|The differentiated Tensor at index \d+) "
                 r"appears to not have been used in the graph"
             ),
-            explanation=(
+            explanation=marked(
                 "The output you differentiated does not depend on one of the inputs you listed.\n"
                 "Check which model each loss really reaches, or pass allow_unused=True."
             ),
@@ -110,10 +112,10 @@ KINDS: dict[str, ErrorKind] = {
         ),
         ErrorKind(
             name="ddp-unfinished-reduction",
-            title="DDP: a model's gradients were never all reduced",
+            title=marked("DDP: a model's gradients were never all reduced"),
             exception_type=RuntimeError,
             pattern=re.compile(r"Expected to have finished reduction in the prior iteration before starting a new one"),
-            explanation=(
+            explanation=marked(
                 "DDP averages a wrapper's gradients once every parameter it waits for got one in this iteration.\n"
                 "An unused head, or inputs= leaving part out, keeps it waiting; the next forward with grad raises."
             ),
@@ -121,10 +123,10 @@ KINDS: dict[str, ErrorKind] = {
         ),
         ErrorKind(
             name="ddp-ready-twice",
-            title="DDP: a parameter got a second gradient in one iteration",
+            title=marked("DDP: a parameter got a second gradient in one iteration"),
             exception_type=RuntimeError,
             pattern=re.compile(r"Expected to mark a variable ready only once"),
-            explanation=(
+            explanation=marked(
                 "DDP takes one gradient per parameter per forward and averages once all of the wrapper's are in.\n"
                 "A second one before that raises this; one after it is silently not averaged."
             ),
@@ -132,11 +134,11 @@ KINDS: dict[str, ErrorKind] = {
         ),
         ErrorKind(
             name="ddp-graph-changed",
-            title="DDP with static_graph=True: the set of parameters with a gradient changed",
+            title=marked("DDP with static_graph=True: the set of parameters with a gradient changed"),
             exception_type=RuntimeError,
             pattern=re.compile(r"Your training graph has changed in this iteration, e\.g\., one parameter is unused "
                                r"in first iteration, but then got used"),
-            explanation=(
+            explanation=marked(
                 "static_graph=True promises that every iteration gives gradients to the same parameters.\n"
                 "Training one model in one step and the other in the next breaks that promise."
             ),
@@ -145,133 +147,133 @@ KINDS: dict[str, ErrorKind] = {
         # Errors of the call itself, raised before any node runs (diagnose predicts them too).
         ErrorKind(
             name="empty-inputs",
-            title="An empty inputs= list",
+            title=marked("An empty inputs= list"),
             exception_type=Exception,  # a ValueError from autograd.grad before torch 2.5 or so, a RuntimeError since
             pattern=re.compile(r"`inputs` argument to `(?:backward|grad)\(\)` cannot be empty|"
                                r"grad requires non-empty inputs"),
-            explanation=(
+            explanation=marked(
                 "backward(inputs=[]) or autograd.grad(loss, []) has nothing to differentiate for.\n"
                 "List the tensors you want gradients for, or leave inputs= out."
             ),
         ),
         ErrorKind(
             name="non-scalar-output",
-            title="backward() from a tensor of more than one element",
+            title=marked("backward() from a tensor of more than one element"),
             exception_type=RuntimeError,
             pattern=re.compile(r"grad can be implicitly created only for scalar outputs"),
-            explanation=(
+            explanation=marked(
                 "backward() without a gradient argument starts from a single number.\n"
                 "Reduce the output first (.sum(), .mean()), or pass gradient=."
             ),
         ),
         ErrorKind(
             name="input-needs-no-grad",
-            title="An input that does not require grad",
+            title=marked("An input that does not require grad"),
             exception_type=RuntimeError,
             pattern=re.compile(r"can't retain_grad on Tensor that has requires_grad=False|"
                                r"One of the differentiated Tensors does not require grad"),
-            explanation=(
+            explanation=marked(
                 "Every tensor in inputs= must require grad: a parameter, or something computed from one.\n"
                 "A tensor made under torch.no_grad(), or a .detach()ed one, has no gradient to give."
             ),
         ),
         ErrorKind(
             name="input-not-a-tensor",
-            title="An input that is not a tensor",
+            title=marked("An input that is not a tensor"),
             exception_type=Exception,
             pattern=re.compile(r"all inputs have to be Tensors"),
-            explanation="inputs= takes tensors (or a list of them), such as list(model.parameters()).",
+            explanation=marked("inputs= takes tensors (or a list of them), such as list(model.parameters())."),
         ),
         ErrorKind(
             name="not-a-tensor",
-            title="backward() on something that is not a tensor",
+            title=marked("backward() on something that is not a tensor"),
             exception_type=Exception,
             pattern=re.compile(r"has no attribute 'backward'"),
-            explanation="Only a tensor computed with grad on has a backward(): check what your loss function returns.",
+            explanation=marked("Only a tensor computed with grad on has a backward(): check what your loss function returns."),
         ),
         # Errors of the call's other arguments: gradient= / grad_outputs= and the keywords of the other call.
         ErrorKind(
             name="unexpected-keyword",
-            title="A keyword argument this call does not take",
+            title=marked("A keyword argument this call does not take"),
             exception_type=TypeError,
             pattern=re.compile(r"got an unexpected keyword argument '\w+'"),
-            explanation=(
+            explanation=marked(
                 "backward() takes gradient=, retain_graph=, create_graph=, inputs=; torch.autograd.grad takes\n"
                 "grad_outputs=, allow_unused=, is_grads_batched=, materialize_grads= (and retain/create_graph) too."
             ),
         ),
         ErrorKind(
             name="materialize-needs-allow-unused",
-            title="materialize_grads=True with allow_unused=False",
+            title=marked("materialize_grads=True with allow_unused=False"),
             exception_type=ValueError,
             pattern=re.compile(r"Expected allow_unused to be True or not passed when materialize_grads=True"),
-            explanation=(
+            explanation=marked(
                 "materialize_grads=True returns zeros for unused inputs, which means allowing them.\n"
                 "Leave allow_unused= out (or pass True)."
             ),
         ),
         ErrorKind(
             name="grad-output-type",
-            title="A gradient that is neither a tensor nor None",
+            title=marked("A gradient that is neither a tensor nor None"),
             exception_type=TypeError,
             pattern=re.compile(r"gradients can be either Tensors or None, but got \w+"),
-            explanation=(
+            explanation=marked(
                 "gradient= / grad_outputs= takes a tensor, or a sequence with one tensor (or None) per output.\n"
                 "A number is not accepted: write torch.ones_like(output) or torch.tensor(1.0)."
             ),
         ),
         ErrorKind(
             name="grad-output-shape",
-            title="A gradient whose shape is not its output's",
+            title=marked("A gradient whose shape is not its output's"),
             exception_type=RuntimeError,
             # The same words since PyTorch 1.x; the second alternative is the is_grads_batched=True wording.
             pattern=re.compile(r"Mismatch in shape: grad_output\[\d+\] has a shape of torch\.Size\(\[[\d, ]*\]\) "
                                r"and output\[\d+\] has a shape of torch\.Size\(\[[\d, ]*\]\)|"
                                r"If `is_grads_batched=True`, we interpret the first dimension of each grad_output "
                                r"as the batch dimension"),
-            explanation=(
+            explanation=marked(
                 "Each gradient given for an output must have exactly that output's shape (no broadcasting):\n"
                 "torch.ones_like(output); with is_grads_batched=True, a batch dimension first, then that shape."
             ),
         ),
         ErrorKind(
             name="grad-output-complex",
-            title="A complex gradient for a real output, or a real one for a complex output",
+            title=marked("A complex gradient for a real output, or a real one for a complex output"),
             exception_type=RuntimeError,
             pattern=re.compile(r"For complex Tensors, both grad_output and output are required to have the same dtype"),
-            explanation=(
+            explanation=marked(
                 "A gradient and its output must both be complex or both be real\n"
                 "(float64 for a float32 output is fine: PyTorch casts it)."
             ),
         ),
         ErrorKind(
             name="grad-output-count",
-            title="Fewer gradients than outputs",
+            title=marked("Fewer gradients than outputs"),
             exception_type=RuntimeError,
             pattern=re.compile(r"got \d+ tensors and \d+ gradients"),
-            explanation=(
+            explanation=marked(
                 "gradient= / grad_outputs= needs one entry per output (None for a scalar one).\n"
                 "A single tensor counts as one entry, whatever its shape."
             ),
         ),
         ErrorKind(
             name="complex-output",
-            title="backward() from a complex output without a gradient",
+            title=marked("backward() from a complex output without a gradient"),
             exception_type=RuntimeError,
             pattern=re.compile(r"grad can be implicitly created only for real scalar outputs"),
-            explanation=(
+            explanation=marked(
                 "Without a gradient argument PyTorch starts from 1.0, which only makes sense for a real output.\n"
                 "Take .real, .abs() or a real-valued loss first, or pass a complex gradient=."
             ),
         ),
         ErrorKind(
             name="batched-grad-outputs",
-            title="is_grads_batched=True without one batch of gradients for every output",
+            title=marked("is_grads_batched=True without one batch of gradients for every output"),
             exception_type=ValueError,
             pattern=re.compile(r"vmap\(vjp, in_dims=0, \.\.\.\)\(<inputs>\): Got in_dim=0 for some input, but that "
                                r"input is a Tensor of dimensionality 0|"
                                r"vmap: Expected all tensors to have the same size in the mapped dimension"),
-            explanation=(
+            explanation=marked(
                 "is_grads_batched=True runs the backward once per row of grad_outputs' first dimension:\n"
                 "every output needs a grad_outputs tensor with the same number of rows."
             ),
@@ -279,7 +281,7 @@ KINDS: dict[str, ErrorKind] = {
         # An error of a node: raised when the backward runs a formula PyTorch does not have.
         ErrorKind(
             name="no-derivative",
-            title="A backward the graph has no formula for (often the backward of a backward)",
+            title=marked("A backward the graph has no formula for (often the backward of a backward)"),
             exception_type=Exception,  # NotImplementedError for a formula PyTorch lists, RuntimeError for the rest
             # "the derivative for '_cdist_backward' is not implemented." (a listed formula),
             # "derivative for <op> is not implemented" (an op with none), and a custom Function's backward
@@ -289,7 +291,7 @@ KINDS: dict[str, ErrorKind] = {
                                r"Autograd not implemented for |"
                                r"You must implement either the backward or vjp method for your custom "
                                r"autograd\.Function"),
-            explanation=(
+            explanation=marked(
                 "A node on the way has no gradient formula: often a backward's own (create_graph=True records it).\n"
                 "Keep that op out of what is differentiated, or use another; your Function: no @once_differentiable."
             ),

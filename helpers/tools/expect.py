@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Optional, Union
 
+from helpers.language import tr, translated
 from helpers.tools.display import card_html, pre_html, show, table_html
 from helpers.tools.errors import ErrorKind, VersionErrorDetails, classify, get_kind, parse_version_error
 from helpers.tools.frames import is_library_frame
@@ -27,9 +28,9 @@ def _cell_label(filename: str) -> str:
     except ImportError:
         count = None
     if count is not None:
-        return f"cell In [{count}]"
+        return tr("cell In [{count}]", count=count)
     if "ipykernel_" in filename or filename.startswith(("<ipython-input", "<expect_error")):
-        return "this cell"
+        return tr("this cell")
     return filename
 
 
@@ -42,7 +43,7 @@ class RaisingLine:
     code: str
 
     def __str__(self) -> str:
-        where = f"line {self.lineno} of {_cell_label(self.filename)}"
+        where = tr("line {number} of {cell}", number=self.lineno, cell=_cell_label(self.filename))
         return f"{where}: {self.code}" if self.code else where
 
 
@@ -74,19 +75,19 @@ class ErrorReport:
         return "".join(traceback.format_exception(type(self.error), self.error, self.error.__traceback__))
 
     def _title(self) -> str:
-        name = self.kind.title if self.kind else type(self.error).__name__
-        return f"Expected error reproduced - {name}"
+        name = translated(self.kind.title) if self.kind else type(self.error).__name__
+        return tr("Expected error reproduced - {name}", name=name)
 
     def _detail_rows(self) -> list:
         d = self.details
         if d is None:
             return []
         return [
-            ("tensor type", d.tensor_type),
-            ("shape", f"[{', '.join(str(n) for n in d.shape)}]"),
-            ("output of op", d.op if d.op is not None else "none: a leaf tensor (e.g. a parameter)"),
-            ("version now (N)", str(d.version_now)),
-            ("version when saved (M)", str(d.version_expected)),
+            (tr("tensor type"), d.tensor_type),
+            (tr("shape"), f"[{', '.join(str(n) for n in d.shape)}]"),
+            (tr("output of op"), d.op if d.op is not None else tr("none: a leaf tensor (e.g. a parameter)")),
+            (tr("version now (N)"), str(d.version_now)),
+            (tr("version when saved (M)"), str(d.version_expected)),
         ]
 
     def __repr__(self) -> str:  # the text/plain form front ends show beside the HTML card
@@ -95,29 +96,30 @@ class ErrorReport:
     def __str__(self) -> str:
         lines = [self._title(), "", f"{type(self.error).__name__}: {self.message}"]
         if self.raising_line:
-            lines += ["", f"Raised by {self.raising_line}"]
+            lines += ["", tr("Raised by {line}", line=self.raising_line)]
         lines += [f"  {label}: {value}" for label, value in self._detail_rows()]
         if self.kind:
-            lines += ["", self.kind.explanation]
-            lines += [f"Covered in notebook {self.kind.notebook}."] if self.kind.notebook else []
+            lines += ["", translated(self.kind.explanation)]
+            lines += [tr("Covered in notebook {notebook}.", notebook=self.kind.notebook)] if self.kind.notebook else []
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         parts = [pre_html(f"{type(self.error).__name__}: {self.message}")]
         if self.raising_line:
             parts.append(
-                f"<div>Raised by {html.escape(str(self.raising_line).split(': ', 1)[0])}: "
-                f"<code>{html.escape(self.raising_line.code)}</code></div>"
+                "<div>" + tr("Raised by {line}", line=html.escape(str(self.raising_line).split(': ', 1)[0]))
+                + f": <code>{html.escape(self.raising_line.code)}</code></div>"
             )
         rows = self._detail_rows()
         if rows:
             parts.append(table_html([(html.escape(k), f"<code>{html.escape(v)}</code>") for k, v in rows]))
         if self.kind:
-            explanation = "<br>".join(html.escape(line) for line in self.kind.explanation.splitlines())
-            covered = (f"<br>Covered in notebook <b>{html.escape(self.kind.notebook)}</b>." if self.kind.notebook
-                       else "")
+            explanation = "<br>".join(html.escape(line) for line in translated(self.kind.explanation).splitlines())
+            covered = ("<br>" + tr("Covered in notebook {notebook}.", notebook=f"<b>{html.escape(self.kind.notebook)}</b>")
+                       if self.kind.notebook else "")
             parts.append(f"<div style='margin-top:4px'>{explanation}{covered}</div>")
-        parts.append(f"<details><summary>Full traceback</summary>{pre_html(self.full_traceback())}</details>")
+        parts.append(f"<details><summary>{html.escape(tr('Full traceback'))}</summary>"
+                     f"{pre_html(self.full_traceback())}</details>")
         return card_html(self._title(), "".join(parts), accent="#c0392b")
 
 
@@ -158,9 +160,9 @@ class expect_error:  # noqa: N801 - used like a statement: ``with expect_error("
     def describe(self) -> str:
         """What this block expects, in words."""
         if self.kind is not None:
-            return f"{self.kind.title} [{self.kind.name}]"
+            return f"{translated(self.kind.title)} [{self.kind.name}]"
         text = self.exception_type.__name__
-        return f"{text} matching {self.pattern.pattern!r}" if self.pattern else text
+        return tr("{error} matching {pattern}", error=text, pattern=repr(self.pattern.pattern)) if self.pattern else text
 
     def _matches(self, exc: BaseException) -> bool:
         """True when ``exc``, or an error it was raised from, is the expected one."""
@@ -178,15 +180,16 @@ class expect_error:  # noqa: N801 - used like a statement: ``with expect_error("
     ) -> bool:
         if exc is None:
             raise AssertionError(
-                f"Expected {self.describe()}, but the code ran without raising anything. "
-                "If you changed the code, that may be your fix working; if not, this PyTorch release behaves "
-                "differently from the one the lesson was written for."
+                tr("Expected {expected}, but the code ran without raising anything. If you changed the code, that may "
+                   "be your fix working; if not, this PyTorch release behaves differently from the one the lesson "
+                   "was written for.", expected=self.describe())
             )
         if not isinstance(exc, Exception):
             return False  # KeyboardInterrupt and friends pass through untouched
         if not self._matches(exc):
             raise AssertionError(
-                f"Expected {self.describe()}, but got a different error: {type(exc).__name__}: {exc}"
+                tr("Expected {expected}, but got a different error: {error}", expected=self.describe(),
+                   error=f"{type(exc).__name__}: {exc}")
             ) from exc
         self.error = exc
         self.report = ErrorReport(

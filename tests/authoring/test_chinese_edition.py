@@ -5,10 +5,10 @@ import nbformat
 import pytest
 
 from authoring import generate, release_json
-from authoring.launch_cells import SETUP_TAG, setup_source
+from authoring.launch_cells import SETUP_TAG, language_line, setup_source
 from authoring.translation import catalog as zh_catalog
 from authoring.translation import glossary
-from authoring.translation.edition import FOLDER, NOT_TRANSLATED, STALE, english_code, skeleton, title_text
+from authoring.translation.edition import FOLDER, LANGUAGE, NOT_TRANSLATED, STALE, english_code, skeleton, title_text
 from tests.paths import ROOT
 
 STEMS = generate.translated_stems(ROOT)
@@ -43,8 +43,10 @@ def test_every_code_cell_is_the_english_one_but_what_it_shows_a_learner(stem, co
         if theirs.cell_type != "code":
             assert mine.source != theirs.source, f"cell {theirs.id} is still English"
             continue
-        if theirs.id == "colab-setup":
-            assert mine.source.partition("\n")[2] == theirs.source.partition("\n")[2]
+        if theirs.id == "colab-setup":  # the same, but for the line that chooses the helpers' language
+            line = language_line(LANGUAGE)
+            assert mine.source.partition("\n")[2].replace(line, "", 1) == theirs.source.partition("\n")[2]
+            assert mine.source.count(line) == 1
             continue
         title = title_text(theirs)
         if title is not None:
@@ -208,8 +210,8 @@ def test_after_a_release_the_chinese_copies_open_themselves_and_install_the_pinn
         assert release.kaggle_url(path) in notebook.cells[0].source
         assert notebook.cells[0].source.startswith("# 00 · 从这里开始\n")
         setup = notebook.cells[1]
-        assert setup.metadata["tags"] == [SETUP_TAG] and setup.source.startswith("#@title Google Colab")
-        assert setup.source.partition("\n")[2] == setup_source(release).partition("\n")[2]
+        assert setup.metadata["tags"] == [SETUP_TAG] and setup.source.startswith("#@title 准备工作")
+        assert setup.source.partition("\n")[2] == setup_source(release, LANGUAGE).partition("\n")[2]
     assert generate.check(course) == []
 
 

@@ -10,6 +10,7 @@ from helpers.course.exercises.hints import make_hint
 from helpers.course.exercises.progress import NotebookSummary, make_summary, record
 from helpers.course.exercises.registry import exercises, get_exercise
 from helpers.course.exercises.result import CheckResult, failed, not_attempted, passed
+from helpers.language import tr
 
 STRICT_VARIABLE = "COURSE_STRICT"
 
@@ -39,8 +40,8 @@ def evaluate(exercise_id: str, answer: Any) -> CheckResult:
     except LearnerError as error:
         return failed(exercise_id, error.diagnosis)
     except Exception as error:  # an answer so unusual that comparing it failed: still feedback, never a crash
-        return failed(exercise_id, f"Your answer could not be compared with the reference ({type(error).__name__}: "
-                                   f"{error}). Check what your code returns.")
+        return failed(exercise_id, tr("Your answer could not be compared with the reference ({error}). Check what "
+                                      "your code returns.", error=f"{type(error).__name__}: {error}"))
 
 
 def judged(exercise: Exercise, answer: Any, scenarios: CheckResult) -> CheckResult:
@@ -51,8 +52,8 @@ def judged(exercise: Exercise, answer: Any, scenarios: CheckResult) -> CheckResu
     diagnosis = judge(exercise.contract, answer)
     if diagnosis is not None:
         return failed(exercise.id, diagnosis)
-    return passed(exercise.id, f"{scenarios.message} It also matched the reference in all "
-                               f"{situations_tried(exercise.contract)} situations the check generates.")
+    return passed(exercise.id, tr("{message} It also matched the reference in all {count} situations the check "
+                                  "generates.", message=scenarios.message, count=situations_tried(exercise.contract)))
 
 
 def check(exercise_id: str, answer: Any) -> CheckResult:

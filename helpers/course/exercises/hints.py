@@ -7,23 +7,26 @@ from typing import List, Optional, Tuple
 
 from helpers.course.exercises.solutions import solution_source
 from helpers.course.static_site import building_static_site, widgets_wanted
+from helpers.language import marked, tr, translated
 from helpers.tools.display import card_html, pre_html
 
-LEVEL_NAMES = ("Symptom", "Cause", "The API, and the shape of the fix", "Full solution")
+LEVEL_NAMES = (marked("Symptom"), marked("Cause"), marked("The API, and the shape of the fix"), marked("Full solution"))
+SOLUTION_LEVEL = LEVEL_NAMES[-1]
 
 
 def hint_levels(exercise_id: str, hints: Tuple[str, str, str]) -> List[Tuple[str, str]]:
-    """All four levels as (name, text)."""
-    solution = solution_source(exercise_id) or "(no solution recorded for this exercise)"
-    return list(zip(LEVEL_NAMES, (*hints, solution)))
+    """All four levels as (name, text), in the chosen language (the solution's code as it is)."""
+    solution = solution_source(exercise_id) or tr("(no solution recorded for this exercise)")
+    return list(zip(LEVEL_NAMES, (*(translated(hint) for hint in hints), solution)))
 
 
 class NoSuchLevel:
     """The answer to a hint level that does not exist: how many there are."""
 
     def __init__(self, exercise_id: str, level: object, count: int) -> None:
-        self.text = (f"There is no hint level {level!r} for {exercise_id}: there are {count} levels, 1 to {count}. "
-                     f'exercises.hint("{exercise_id}", level=1) shows the first.')
+        self.text = tr("There is no hint level {level} for {exercise}: there are {count} levels, 1 to {count}. "
+                       'exercises.hint("{exercise}", level=1) shows the first.', level=repr(level),
+                       exercise=exercise_id, count=count)
 
     def __str__(self) -> str:
         return self.text
@@ -32,7 +35,7 @@ class NoSuchLevel:
         return self.text
 
     def _repr_html_(self) -> str:
-        return card_html("No such hint level", f"<div>{html.escape(self.text)}</div>", accent="#7f8c8d")
+        return card_html(tr("No such hint level"), f"<div>{html.escape(self.text)}</div>", accent="#7f8c8d")
 
 
 class HintText:
@@ -44,23 +47,25 @@ class HintText:
         self.shown = max(1, min(shown, len(levels)))
 
     def __str__(self) -> str:
-        lines = [f"Hints for {self.exercise_id}:"]
-        lines += [f"{i}. {name}: {text}" for i, (name, text) in enumerate(self.levels[: self.shown], 1)]
+        lines = [tr("Hints for {exercise}:", exercise=self.exercise_id)]
+        lines += [f"{i}. {translated(name)}: {text}" for i, (name, text) in enumerate(self.levels[: self.shown], 1)]
         if self.shown < len(self.levels):
-            lines.append(f'(more: exercises.hint("{self.exercise_id}", level={self.shown + 1}))')
+            lines.append(tr('(more: exercises.hint("{exercise}", level={level}))', exercise=self.exercise_id,
+                            level=self.shown + 1))
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         parts = [_level_html(i, name, text) for i, (name, text) in enumerate(self.levels[: self.shown], 1)]
-        return card_html(f"Hints for {self.exercise_id}", "".join(parts), accent="#2980b9")
+        return card_html(tr("Hints for {exercise}", exercise=self.exercise_id), "".join(parts), accent="#2980b9")
 
 
 def _level_body(name: str, text: str) -> str:
-    return pre_html(text) if name == "Full solution" else f"<div>{html.escape(text)}</div>"
+    return pre_html(text) if name == SOLUTION_LEVEL else f"<div>{html.escape(text)}</div>"
 
 
 def _level_html(number: int, name: str, text: str) -> str:
-    return f"<div style='margin:4px 0'><b>{number}. {html.escape(name)}</b>{_level_body(name, text)}</div>"
+    return (f"<div style='margin:4px 0'><b>{number}. {html.escape(translated(name))}</b>"
+            f"{_level_body(name, text)}</div>")
 
 
 class FoldedHints(HintText):
@@ -70,9 +75,9 @@ class FoldedHints(HintText):
         super().__init__(exercise_id, levels, len(levels))
 
     def _repr_html_(self) -> str:
-        parts = [f"<details style='margin:4px 0'><summary><b>{i}. {html.escape(name)}</b></summary>"
+        parts = [f"<details style='margin:4px 0'><summary><b>{i}. {html.escape(translated(name))}</b></summary>"
                  f"{_level_body(name, text)}</details>" for i, (name, text) in enumerate(self.levels, 1)]
-        return card_html(f"Hints for {self.exercise_id}", "".join(parts), accent="#2980b9")
+        return card_html(tr("Hints for {exercise}", exercise=self.exercise_id), "".join(parts), accent="#2980b9")
 
 
 def hint_widget(exercise_id: str, levels: List[Tuple[str, str]]):  # -> ipywidgets.VBox
@@ -80,7 +85,7 @@ def hint_widget(exercise_id: str, levels: List[Tuple[str, str]]):  # -> ipywidge
     import ipywidgets
 
     shown = ipywidgets.HTML(value="")
-    button = ipywidgets.Button(description=f"Show hint 1 of {len(levels)}")
+    button = ipywidgets.Button(description=tr("Show hint {number} of {count}", number=1, count=len(levels)))
     state = {"count": 0}
 
     def reveal(_button: object) -> None:
@@ -90,10 +95,10 @@ def hint_widget(exercise_id: str, levels: List[Tuple[str, str]]):  # -> ipywidge
         number = state["count"]
         shown.value += _level_html(number, *levels[number - 1])
         if number == len(levels):
-            button.description = "All hints shown"
+            button.description = tr("All hints shown")
             button.disabled = True
         else:
-            button.description = f"Show hint {number + 1} of {len(levels)}"
+            button.description = tr("Show hint {number} of {count}", number=number + 1, count=len(levels))
 
     button.on_click(reveal)
     return ipywidgets.VBox([button, shown])

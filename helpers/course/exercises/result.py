@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from helpers.language import marked, tr, translated
 from helpers.tools.display import card_html
 
 
@@ -23,9 +24,9 @@ class Status(str, Enum):
 
 
 _LOOK = {
-    Status.PASSED: ("Correct", "#27ae60"),
-    Status.FAILED: ("Not yet", "#c0392b"),
-    Status.NOT_ATTEMPTED: ("Not attempted yet", "#7f8c8d"),
+    Status.PASSED: (marked("Correct"), "#27ae60"),
+    Status.FAILED: (marked("Not yet"), "#c0392b"),
+    Status.NOT_ATTEMPTED: (marked("Not attempted yet"), "#7f8c8d"),
 }
 
 
@@ -48,7 +49,8 @@ class CheckResult:
         return self.status is Status.PASSED
 
     def _title(self) -> str:
-        return f"{_LOOK[self.status][0]} - exercise {self.exercise_id}"
+        return tr("{status} - exercise {exercise}", status=translated(_LOOK[self.status][0]),
+                  exercise=self.exercise_id)
 
     def __str__(self) -> str:
         return f"{self._title()}\n{self.message}"
@@ -77,6 +79,6 @@ def not_attempted(exercise_id: str) -> CheckResult:
     return CheckResult(
         exercise_id,
         Status.NOT_ATTEMPTED,
-        "Replace the `...` or `raise NotImplementedError` with your code, run the cell, then run this check again. "
-        f'Stuck? exercises.hint("{exercise_id}") reveals one hint at a time.',
+        tr("Replace the `...` or `raise NotImplementedError` with your code, run the cell, then run this check again. "
+           'Stuck? exercises.hint("{exercise}") reveals one hint at a time.', exercise=exercise_id),
     )
