@@ -9,8 +9,9 @@ Usage, from the repository root::
                                                                 # (and start a catalog for each STEM named)
 
 The Chinese edition (``authoring.translation``): for each solution notebook with a catalog in ``i18n/zh_CN/``, the
-generator writes ``solutions/zh-CN/`` and ``notebooks/zh-CN/``; ``--check`` fails on a missing, empty, stale or
-obsolete catalog entry too.
+generator writes ``solutions/zh-CN/`` and ``notebooks/zh-CN/``; from ``i18n/zh_CN/helpers.po`` the compiled catalog of
+what the helpers say (``helpers/locale/``); from ``i18n/zh_CN/cheatsheet.po`` the Chinese cheat sheet
+(``docs/cheatsheet.zh-CN.md``). ``--check`` fails on a missing, empty, stale or obsolete catalog entry too.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from authoring.launch_cells import badges_markdown, readme_with_badges, with_bad
 from authoring.solution_markers import MarkerError, has_marker_text, split_cell
 from authoring.translation import catalog as zh_catalog
 from authoring.translation import messages as zh_messages
+from authoring.translation import sheet as zh_sheet
 from authoring.translation.edition import FOLDER as ZH_FOLDER
 from authoring.translation.edition import TranslationError, markdown_english, setup_title, translated, \
     with_chinese_launch_cells
@@ -39,7 +41,7 @@ SOLUTIONS_JSON = Path("helpers") / "course" / "exercises" / "solutions.json"
 CATALOGS = Path("i18n") / zh_catalog.LOCALE  # one <stem>.po per translated notebook, and shared.po
 ZH_README = "README.zh-CN.md"
 SHARED_CATALOG = "shared"
-NOT_NOTEBOOKS = (SHARED_CATALOG, "helpers")  # catalogs in i18n/zh_CN/ that are no notebook's
+NOT_NOTEBOOKS = (SHARED_CATALOG, "helpers", "cheatsheet")  # catalogs in i18n/zh_CN/ that are no notebook's
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 GENERATED_NOTE = (
     "Generated from solutions/ by `python -m authoring.generate`: edit the solution notebook, not this copy."
@@ -174,6 +176,9 @@ def build(root: Path) -> Dict[Path, Union[str, bytes]]:
     outputs[root / SOLUTIONS_JSON] = json.dumps(solutions, indent=1, sort_keys=True) + "\n"
     outputs.update(chinese_outputs(root, release, solution_files))
     outputs.update(zh_messages.compiled_output(root))
+    chinese_sheet = zh_sheet.chinese_sheet(root)
+    if chinese_sheet is not None:
+        outputs[root / zh_sheet.CHINESE] = chinese_sheet
     readme = _readme(root, release, [path.stem for path in solution_files])
     if readme is not None:
         outputs[root / "README.md"] = readme
@@ -261,7 +266,7 @@ def catalog_problems(root: Path) -> List[str]:
     if stems:
         shared_name = catalog_path(root, SHARED_CATALOG).relative_to(root).as_posix()
         found += zh_catalog.problems(_shared_catalog(root), _shared_entries(notebooks), shared_name)
-    return found + zh_messages.catalog_problems(root)
+    return found + zh_messages.catalog_problems(root) + zh_sheet.catalog_problems(root)
 
 
 def update_catalogs(root: Path, new_stems: Sequence[str]) -> List[Path]:
@@ -280,9 +285,10 @@ def update_catalogs(root: Path, new_stems: Sequence[str]) -> List[Path]:
     if shared_entries:
         text = zh_catalog.po_text(zh_catalog.merged(_shared_catalog(root), shared_entries))
         written += _write_if_changed(catalog_path(root, SHARED_CATALOG), text)
-    helpers_catalog = zh_messages.updated_text(root)
-    if helpers_catalog is not None:
-        written += _write_if_changed(zh_messages.catalog_file(root), helpers_catalog)
+    for path, text in ((zh_messages.catalog_file(root), zh_messages.updated_text(root)),
+                       (root / zh_sheet.CATALOG, zh_sheet.updated_text(root))):
+        if text is not None:
+            written += _write_if_changed(path, text)
     return written
 
 

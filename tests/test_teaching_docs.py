@@ -526,16 +526,21 @@ def test_sheet_claim_ddp_averages_a_wrapper_once_all_its_parameters_have_a_gradi
 # ---------------------------------------------------------------- cheat sheet: the printable page
 
 
-def test_cheatsheet_html_is_built_from_current_markdown() -> None:
-    """docs/cheatsheet.html is exactly what build_cheatsheet.py makes of docs/cheatsheet.md now."""
+SHEETS = {"cheatsheet.md": "cheatsheet.html", "cheatsheet.zh-CN.md": "cheatsheet.zh-CN.html"}  # both languages
+
+
+@pytest.mark.parametrize("markdown, page", SHEETS.items())
+def test_cheatsheet_html_is_built_from_current_markdown(markdown: str, page: str) -> None:
+    """Each HTML sheet is exactly what build_cheatsheet.py makes of its Markdown now."""
     builder = load_builder()
-    committed = (DOCS / "cheatsheet.html").read_text(encoding="utf-8")
-    assert committed == builder.build(CHEATSHEET), "cheatsheet.html is stale: run python docs/build_cheatsheet.py"
+    committed = (DOCS / page).read_text(encoding="utf-8")
+    assert committed == builder.build(DOCS / markdown), f"{page} is stale: run python docs/build_cheatsheet.py"
 
 
-def test_cheatsheet_html_has_a4_print_css() -> None:
+@pytest.mark.parametrize("page", SHEETS.values())
+def test_cheatsheet_html_has_a4_print_css(page: str) -> None:
     """The page asks the printer for A4 and carries its own compact print style."""
-    html = (DOCS / "cheatsheet.html").read_text(encoding="utf-8")
+    html = (DOCS / page).read_text(encoding="utf-8")
     assert re.search(r"@page\s*\{[^}]*size:\s*A4", html)
     assert "<table>" in html and "RuntimeError: Trying to backward through the graph a second time" in html
 
@@ -568,28 +573,32 @@ def print_to_pdf(browser: str, html: Path, out_dir: Path) -> bytes:
 
 
 @pytest.mark.kernel  # prints with headless Chromium
-def test_cheatsheet_html_prints_on_one_sheet_both_sides(tmp_path: Path) -> None:
-    """Printed by Chromium, cheatsheet.html is two pages: the tables on the front, the pictures on the back."""
+@pytest.mark.parametrize("page", SHEETS.values())
+def test_cheatsheet_html_prints_on_one_sheet_both_sides(tmp_path: Path, page: str) -> None:
+    """Printed by Chromium, each sheet is two pages: the tables on the front, the pictures on the back."""
     browser = chromium()
     if browser is None:
         if os.environ.get("CI"):
             pytest.fail("CI is set but /usr/bin/chromium is missing: install it to check the printed page")
         pytest.skip("no /usr/bin/chromium to print the cheat sheet with")
-    pages = pdf_page_count(print_to_pdf(browser, DOCS / "cheatsheet.html", tmp_path))
-    assert pages == 2, f"the cheat sheet prints on {pages} pages, not one sheet's two sides; shorten docs/cheatsheet.md"
+    pages = pdf_page_count(print_to_pdf(browser, DOCS / page, tmp_path))
+    assert pages == 2, f"{page} prints on {pages} pages, not one sheet's two sides; shorten its Markdown"
 
 
-def test_cheatsheet_pictures_are_the_course_figures_inlined() -> None:
+@pytest.mark.parametrize("markdown, page", SHEETS.items())
+def test_cheatsheet_pictures_are_the_course_figures_inlined(markdown: str, page: str) -> None:
     """Page 2 shows every figure the notebooks show, from the package's own files, inlined so the page stands alone."""
     from helpers.course.figures import FIGURES, figure_path
 
-    text = CHEATSHEET.read_text(encoding="utf-8")
-    html = (DOCS / "cheatsheet.html").read_text(encoding="utf-8")
+    text = (DOCS / markdown).read_text(encoding="utf-8")
+    html = (DOCS / page).read_text(encoding="utf-8")
     for name in FIGURES:
         link = f"../helpers/course/figures/images/{name}.svg"
         assert link in text and (DOCS / link).resolve() == figure_path(name, "svg"), name
     assert html.count('src="data:image/svg+xml;base64,') == len(FIGURES)
-    assert '<h2 class="new-page">Pictures</h2>' in html
+    before_first_picture = text[: text.index("\n![")]
+    heading = re.findall(r"^## (.+)$", before_first_picture, flags=re.MULTILINE)[-1]
+    assert html.count('<h2 class="new-page">') == 1 and f'<h2 class="new-page">{heading}</h2>' in html
 
 
 # ---------------------------------------------------------------- workshop guide

@@ -34,8 +34,11 @@ def _marked_calls(tree: ast.AST) -> List[ast.Call]:
 
 
 def fields(text: str) -> Set[str]:
-    """The ``{name}`` fields of a message (``str.format``'s)."""
-    return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+    """The ``{name}`` fields of a message (``str.format``'s); none in a text that is not a format string."""
+    try:
+        return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+    except ValueError:  # a lone brace
+        return set()
 
 
 def extract(root: Path) -> Tuple[Messages, List[str]]:

@@ -34,16 +34,15 @@ from helpers.grade.ddp import TIMEOUT_S, WORLD_SIZE, reference_verdicts_on_rank,
 from helpers.grade.frames import FrameError, json_payload, read_frame, write_json
 from helpers.grade.processes import TreeWatch, kill_tree
 from helpers.grade.records import RecordsError, records_from_data
-from helpers.grade.report import clean_text
+from helpers.grade.report import EXPOSED, clean_text, with_notes
 from helpers.grade.rows import Row
 from helpers.grade.sandbox import files_bytes
 from helpers.grade.submissions import Submission
 from helpers.grade.wire import WireError
 from helpers.grade.workdirs import remove_tree
+from helpers.language import tr, translated
 from helpers.tools.spawn import WorkerFailed, run_distributed
 
-EXPOSED = ("Fresh inputs exposed it: the same sweep on the notebook's own seeds passed this answer, but the grader's "
-           "inputs, made from a salt the notebook's cells never saw, show that it is wrong. ")
 MAX_PROCESSES = 24
 MAX_BESIDE_BYTES = 64 * 2**20  # the files copied beside a notebook, all together
 JUDGING = threading.Lock()  # the engine's seeds and reference records are this process's: one comparison at a time
@@ -231,7 +230,7 @@ def _ddp_verdict(sandboxed: Sandboxed, exercise_id: str, salt: int) -> Optional[
     for index in range(len(situations)):
         for rank, found in enumerate(verdicts):
             if index < len(found) and found[index] is not None:
-                return f"On rank {rank}: {found[index]}"
+                return tr("On rank {rank}: {diagnosis}", rank=rank, diagnosis=found[index])
     return None
 
 
@@ -264,21 +263,23 @@ def judge_exercise(sandboxed: Sandboxed, exercise_id: str, salt: int) -> Dict[st
     try:
         diagnosis = verdict(salt)
         if diagnosis is None:
-            return {"status": "passed", "message": f"Matched the reference in all {situations_tried(contract)} "
-                                                   "situations the check generates, on models and batches made from "
-                                                   "a salt the notebook's cells never saw."}
+            return {"status": "passed", "message": tr("Matched the reference in all {count} situations the check "
+                                                      "generates, on models and batches made from a salt the "
+                                                      "notebook's cells never saw.",
+                                                      count=situations_tried(contract))}
         own = verdict(0) is None
     except NotAttempted:
-        return {"status": "not attempted", "message": "Still the stub: no answer written yet."}
+        return {"status": "not attempted", "message": tr("Still the stub: no answer written yet.")}
     except CallsFailed as error:
-        return {"status": "failed", "message": f"Its calls could not be made: {clean_text(str(error))}."}
+        return {"status": "failed", "message": tr("Its calls could not be made: {why}.", why=clean_text(str(error)))}
     except (TimeoutError, WorkerFailed) as error:
-        return {"status": "error", "message": f"Not graded: the grader's own processes for the reference failed "
-                                              f"({type(error).__name__}: {clean_text(str(error))[:200]})."}
+        return {"status": "error", "message": tr("Not graded: the grader's own processes for the reference failed "
+                                                 "({error}).",
+                                                 error=f"{type(error).__name__}: {clean_text(str(error))[:200]}")}
     except RecordsDiffer as error:
-        return {"status": "failed", "message": f"Not accepted: the records sent back are not of the grader's "
-                                               f"inputs ({error}): something in the notebook changed how they "
-                                               "were made."}
+        return {"status": "failed", "message": tr("Not accepted: the records sent back are not of the grader's "
+                                                  "inputs ({error}): something in the notebook changed how they "
+                                                  "were made.", error=str(error))}
     return {"status": "failed", "message": clean_text(diagnosis), "own_check_passed": own}
 
 
@@ -292,27 +293,28 @@ def _exercise_rows(submission: Submission, run: Dict[str, Any], checked: Dict[st
         record = checked.get(exercise_id)
         if writes:
             path = clean_text(str((writes[0] or {}).get("path", "?")))[:200]
-            status, message = "error", (f"Stopped: it tried to write outside its own folder ({path}); the grader "
-                                        "refused the write and does not grade a notebook that does this.")
+            status, message = "error", tr("Stopped: it tried to write outside its own folder ({path}); the grader "
+                                          "refused the write and does not grade a notebook that does this.", path=path)
         elif stopped and stopped.get("cell") is None:
-            status, message = "error", f"Stopped: {clean_text(str(stopped.get('reason')))}."
+            status, message = "error", tr("Stopped: {reason}.", reason=clean_text(str(stopped.get('reason'))))
         elif record is not None and record["status"] == "not attempted" and cell is None:
-            status, message = "not attempted", ("The notebook has no cell for this exercise (no '# EXERCISE:' line), "
-                                                "and does not define its answer.")
+            status, message = "not attempted", tr("The notebook has no cell for this exercise (no '# EXERCISE:' "
+                                                  "line), and does not define its answer.")
         elif record is not None:
             message = record["message"]
             if record.get("own_check_passed"):
-                message = EXPOSED + message
+                message = translated(EXPOSED) + message
             rows.append(Row(submission.name, exercise_id, record["status"], message, submission.learner,
                             record.get("own_check_passed")))
             continue
         elif exercise_id not in submission.found_ids and cell is None:
-            status, message = "not attempted", "The notebook has no cell for this exercise (no '# EXERCISE:' line)."
+            status, message = "not attempted", tr("The notebook has no cell for this exercise (no '# EXERCISE:' "
+                                                  "line).")
         elif stopped and cell is not None and cell >= stopped["cell"]:
-            status, message = "error", (f"Its cell (code cell {cell}) never ran: {clean_text(str(stopped['reason']))}"
-                                        ", and Run All stops there too.")
+            status, message = "error", tr("Its cell (code cell {cell}) never ran: {reason}, and Run All stops there "
+                                          "too.", cell=cell, reason=clean_text(str(stopped['reason'])))
         else:
-            status, message = "error", f"Not graded: {problem or 'its check did not finish'}."
+            status, message = "error", tr("Not graded: {why}.", why=problem or tr("its check did not finish"))
         rows.append(Row(submission.name, exercise_id, status, message, submission.learner))
     return rows
 
@@ -374,7 +376,7 @@ def grade(submission: Submission, limits: Limits, salt: int, work: Path, on_cell
                           files_bytes=lambda: files_bytes(outer, (str(root), "/tmp", "/dev/shm")))
         watch.start()
         deadline = threading.Timer(limits.timeout_s, sandboxed.stop,
-                                   args=(f"it ran past the time limit ({limits.timeout_s} s)",))
+                                   args=(tr("it ran past the time limit ({seconds} s)", seconds=limits.timeout_s),))
         deadline.daemon = True
         deadline.start()
         run = validated(read_run(sandboxed, on_cell))
@@ -382,17 +384,18 @@ def grade(submission: Submission, limits: Limits, salt: int, work: Path, on_cell
         if not sandboxed.stopped:
             checks = _checkable(submission, run)
             deadline = threading.Timer(limits.check_timeout_s * max(1, len(checks)), sandboxed.stop,
-                                       args=(f"its checks ran past the time limit ({limits.check_timeout_s} s per "
-                                             "exercise)",))
+                                       args=(tr("its checks ran past the time limit ({seconds} s per exercise)",
+                                                seconds=limits.check_timeout_s),))
             deadline.daemon = True
             deadline.start()
             for exercise_id in checks:
                 checked[exercise_id] = judge_exercise(sandboxed, exercise_id, salt)
     except Stopped as error:
         problem = (sandboxed.stopped.get("reason") if sandboxed and sandboxed.stopped else None) or \
-            f"its runner stopped answering ({clean_text(str(error))[:200]})"
+            tr("its runner stopped answering ({error})", error=clean_text(str(error))[:200])
     except Exception as error:  # the grader's own failure on this notebook: one error row, the others go on
-        problem = f"the grader failed on it ({type(error).__name__}: {clean_text(str(error))[:200]})"
+        problem = tr("the grader failed on it ({error})",
+                     error=f"{type(error).__name__}: {clean_text(str(error))[:200]}")
     finally:
         if deadline is not None:
             deadline.cancel()
@@ -419,12 +422,12 @@ def grade(submission: Submission, limits: Limits, salt: int, work: Path, on_cell
     notes = list(submission.notes)
     stopped = run.get("stopped") or {}
     if isinstance(stopped, dict) and stopped.get("cell"):
-        notes.append(f"the notebook stopped at code cell {stopped['cell']}")
+        notes.append(tr("the notebook stopped at code cell {cell}", cell=stopped['cell']))
     leftovers = run.get("leftovers") or []
     if leftovers:
-        notes.append(f"it left {len(leftovers)} process(es) running, ended by the grader: "
-                     f"{clean_text(str(leftovers[0]))[:80]}")
+        notes.append(tr("it left {count} process(es) running, ended by the grader: {command}", count=len(leftovers),
+                        command=clean_text(str(leftovers[0]))[:80]))
     if notes:
-        rows = [Row(row.notebook, row.exercise, row.status, f"{row.message} (Note: {'; '.join(notes)}.)",
-                    row.learner, row.own_check_passed) for row in rows]
+        rows = [Row(row.notebook, row.exercise, row.status, with_notes(row.message, notes), row.learner,
+                    row.own_check_passed) for row in rows]
     return rows

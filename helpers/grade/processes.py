@@ -17,6 +17,8 @@ from typing import Callable, List, Optional, Tuple
 
 import psutil
 
+from helpers.language import tr
+
 PR_SET_CHILD_SUBREAPER = 36
 # Processes the course itself starts and that may outlive a kernel's last cell: not the learner's doing.
 NORMAL_LEFTOVERS = ("multiprocessing.resource_tracker", "from multiprocessing", "dot ")
@@ -200,12 +202,14 @@ class TreeWatch(threading.Thread):
                 total = _sum(processes, root, process_memory) + files
                 self.peak_bytes = max(self.peak_bytes, total)
                 if total > self.memory_bytes:
-                    held = f", {files >> 20} MiB of it in files" if files >> 20 else ""
-                    self.on_limit(f"it used {total >> 20} MiB of memory{held} (the limit is "
-                                  f"{self.memory_bytes >> 20} MiB)")
+                    used, held, limit = total >> 20, files >> 20, self.memory_bytes >> 20
+                    self.on_limit(tr("it used {used} MiB of memory, {held} MiB of it in files (the limit is {limit} "
+                                     "MiB)", used=used, held=held, limit=limit) if held else
+                                  tr("it used {used} MiB of memory (the limit is {limit} MiB)", used=used, limit=limit))
                     return
             if len(processes) > self.max_processes:
-                self.on_limit(f"it started {len(processes)} processes at once (the limit is {self.max_processes})")
+                self.on_limit(tr("it started {count} processes at once (the limit is {limit})", count=len(processes),
+                                 limit=self.max_processes))
                 return
 
     def stop(self) -> None:

@@ -16,6 +16,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from helpers.course.exercises.registry import exercises
 from helpers.grade.rows import STATUSES, Row
+from helpers.language import chosen_language, marked, tr, translated
 from helpers.grade.submissions import natural_key
 
 CSV_COLUMNS = ("notebook", "exercise", "status", "message")
@@ -25,6 +26,16 @@ MARKS: Dict[str, Tuple[str, str, str]] = {
     "error": ("!", "#CC79A7", "#000000"), "not attempted": ("…", "#E0E0E0", "#000000"),
 }
 RANK = {"passed": 3, "failed": 2, "error": 1, "not attempted": 0}
+# Each status as the report words it, and a count of it ("3 failed"): the statuses themselves stay English (the
+# CSV's status column is read by programs).
+STATUS_WORDS = {"passed": marked("passed"), "failed": marked("failed"), "error": marked("error"),
+                "not attempted": marked("not attempted")}
+COUNTED = {"passed": marked("{count} passed"), "failed": marked("{count} failed"), "error": marked("{count} error"),
+           "not attempted": marked("{count} not attempted")}
+# What the grader puts before a diagnosis that only its fresh inputs found, and after a message that has notes.
+EXPOSED = marked("Fresh inputs exposed it: the same sweep on the notebook's own seeds passed this answer, but the "
+                 "grader's inputs, made from a salt the notebook's cells never saw, show that it is wrong. ")
+NOTED = marked("{message} (Note: {notes}.)")
 
 # Terminal escape sequences, whole: CSI (ESC [ or 0x9B ... final byte), OSC/DCS/SOS/PM/APC strings up to their
 # terminator (BEL or ST), and the two-byte ESC sequences. What is left of an unterminated one loses its ESC below.
@@ -68,12 +79,39 @@ def _html(text: str) -> str:
     return html.escape(clean_text(text), quote=True)
 
 
+def status_word(status: str) -> str:
+    """``status`` as the report words it."""
+    return translated(STATUS_WORDS[status]) if status in STATUS_WORDS else status
+
+
+def counted(status: str, count: int) -> str:
+    """``3 failed``, in the chosen language."""
+    return translated(COUNTED[status], count=count) if status in COUNTED else f"{count} {status}"
+
+
+def with_notes(message: str, notes: Sequence[str]) -> str:
+    """``message (Note: a; b.)``."""
+    return translated(NOTED, message=message, notes="; ".join(notes))
+
+
+def _translated_diagnosis(text: str) -> str:
+    """What :func:`diagnosis_of` takes away, as the chosen language words it: the notes, the exposed prefix."""
+    noted = translated(NOTED)
+    note = noted.split("{message}", 1)[-1].split("{notes}", 1)[0].strip() if noted.startswith("{message}") else ""
+    text = text.split(note)[0] if note else text
+    exposed = translated(EXPOSED)
+    return text[len(exposed):] if text.startswith(exposed) else text
+
+
 def diagnosis_of(message: str) -> str:
     """The part of a message that names the mistake: its first sentence, without the notes the grader added."""
     text = message.split(" (Note:")[0]
     if text.startswith("Fresh inputs exposed it"):
         text = text.split(" show that it is wrong. ", 1)[-1]
-    first = re.split(r"(?<=[.!?])\s", text.strip(), maxsplit=1)[0]
+    ends = r"(?<=[.!?])\s"
+    if chosen_language():
+        text, ends = _translated_diagnosis(text), ends + r"|(?<=[。！？])"
+    first = re.split(ends, text.strip(), maxsplit=1)[0]
     return first if len(first) <= 200 else first[:197] + "..."
 
 
@@ -104,13 +142,14 @@ def diagnoses(rows: Sequence[Row]) -> Dict[str, List[Tuple[int, int, str]]]:
 
 def _cell(rows: List[Row]) -> str:
     if not rows:
-        return "<td class='none' title='no notebook with this exercise'>–</td>"
+        return f"<td class='none' title='{_html(tr('no notebook with this exercise'))}'>–</td>"
     best = max(rows, key=lambda row: RANK[row.status])
     mark, colour, text = MARKS[best.status]
-    copies = f" <small>({len(rows)} copies)</small>" if len(rows) > 1 else ""
-    exposed = " <small>fresh</small>" if best.own_check_passed and best.status == "failed" else ""
-    title = _html(f"{best.notebook}: {best.status}. {best.message}")
-    return (f"<td style='background:{colour};color:{text}' title=\"{title}\"><b>{mark}</b> {_html(best.status)}"
+    copies = f" <small>{_html(tr('({count} copies)', count=len(rows)))}</small>" if len(rows) > 1 else ""
+    exposed = f" <small>{_html(tr('fresh'))}</small>" if best.own_check_passed and best.status == "failed" else ""
+    word = status_word(best.status)
+    title = _html(tr("{notebook}: {status}. {message}", notebook=best.notebook, status=word, message=best.message))
+    return (f"<td style='background:{colour};color:{text}' title=\"{title}\"><b>{mark}</b> {_html(word)}"
             f"{exposed}{copies}</td>")
 
 
@@ -133,28 +172,33 @@ def write_html(rows: Sequence[Row], path: Path, title_line: str, warnings: Seque
         cells = learners.setdefault(row.learner or row.notebook, {})
         if row.exercise:
             cells.setdefault(row.exercise, []).append(row)
-    legend = "".join(f"<span style='background:{colour};color:{text}'><b>{mark}</b> {status}</span>"
+    legend = "".join(f"<span style='background:{colour};color:{text}'><b>{mark}</b> {_html(status_word(status))}</span>"
                      for status, (mark, colour, text) in MARKS.items())
     head = "".join(f"<th>{_html(exercise)}<br><small>{_html(exercises()[exercise].notebook)}</small></th>"
                    for exercise in columns)
     body = "".join(f"<tr><th>{_html(learner)}</th>" + "".join(_cell(cells.get(exercise, []))
                                                                      for exercise in columns) + "</tr>"
                    for learner, cells in learners.items() if cells)
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Grades</title>"
-             f"<style>{STYLE}</style></head><body><h1>Grades</h1><p>{_html(title_line)}</p>"]
-    parts += [f"<p><b>Warning:</b> {_html(warning)}</p>" for warning in warnings]
-    parts.append(f"<p class='legend'>{legend} <small>Hover over a cell for the diagnosis; grades.csv has every "
-                 "message. <b>fresh</b>: the notebook's own check passed this answer; the grader's fresh inputs "
-                 "exposed it.</small></p>")
-    parts.append(f"<table><thead><tr><th>learner</th>{head}</tr></thead><tbody>{body}</tbody></table>")
-    parts.append("<h2>What the room got wrong, per exercise</h2>")
+    grades = _html(tr("Grades"))
+    parts = [f"<!DOCTYPE html><html lang='{(chosen_language() or 'en').replace('_', '-')}'><head>"
+             f"<meta charset='utf-8'><title>{grades}</title><style>{STYLE}</style></head><body><h1>{grades}</h1>"
+             f"<p>{_html(title_line)}</p>"]
+    parts += [f"<p><b>{_html(tr('Warning:'))}</b> {_html(warning)}</p>" for warning in warnings]
+    legend_text = tr("Hover over a cell for the diagnosis; grades.csv has every message. {fresh}: the notebook's own "
+                     "check passed this answer; the grader's fresh inputs exposed it.",
+                     fresh=f"<b>{_html(tr('fresh'))}</b>")
+    parts.append(f"<p class='legend'>{legend} <small>{legend_text}</small></p>")
+    parts.append(f"<table><thead><tr><th>{_html(tr('learner'))}</th>{head}</tr></thead><tbody>{body}</tbody>"
+                 "</table>")
+    parts.append(f"<h2>{_html(tr('What the room got wrong, per exercise'))}</h2>")
     found = diagnoses(rows)
     if not found:
-        parts.append("<p>Nothing: every answer checked passed.</p>")
+        parts.append(f"<p>{_html(tr('Nothing: every answer checked passed.'))}</p>")
     for exercise in columns:
         if exercise not in found:
             continue
-        items = "".join(f"<li><b>{count} of {graded}</b> answers checked: {_html(text)}</li>"
+        items = "".join("<li>" + tr("<b>{count} of {checked}</b> answers checked: {diagnosis}", count=count,
+                                    checked=graded, diagnosis=_html(text)) + "</li>"
                         for count, graded, text in found[exercise])
         parts.append(f"<h3>{_html(exercise)}</h3><ul>{items}</ul>")
     stopped: "OrderedDict[str, List[str]]" = OrderedDict()
@@ -166,11 +210,11 @@ def write_html(rows: Sequence[Row], path: Path, title_line: str, warnings: Seque
     if stopped:
         items = "".join(f"<li>{_html(notebook)}: {_html(' / '.join(reasons))}</li>"
                         for notebook, reasons in stopped.items())
-        parts.append(f"<h2>Notebooks stopped or not graded</h2><ul class='other'>{items}</ul>")
+        parts.append(f"<h2>{_html(tr('Notebooks stopped or not graded'))}</h2><ul class='other'>{items}</ul>")
     others = [row for row in rows if not row.exercise]
     if others:
         items = "".join(f"<li>{_html(row.notebook)}: {_html(row.message)}</li>" for row in others)
-        parts.append(f"<h2>Files not graded</h2><ul class='other'>{items}</ul>")
+        parts.append(f"<h2>{_html(tr('Files not graded'))}</h2><ul class='other'>{items}</ul>")
     parts.append("</body></html>")
     path.write_text("".join(parts), encoding="utf-8")
 
@@ -180,6 +224,9 @@ def summary_line(rows: Sequence[Row], notebooks: int, seconds: float) -> str:
 
     counts = Counter(row.status for row in rows)
     exposed = sum(1 for row in rows if row.own_check_passed and row.status == "failed")
-    parts = ", ".join(f"{counts.get(status, 0)} {status}" for status in STATUSES)
-    extra = f" ({exposed} exposed by fresh inputs)" if exposed else ""
-    return f"Graded {notebooks} notebooks in {seconds:.0f} s: {parts}{extra}."
+    parts = ", ".join(counted(status, counts.get(status, 0)) for status in STATUSES)
+    if exposed:
+        return tr("Graded {notebooks} notebooks in {seconds} s: {counts} ({exposed} exposed by fresh inputs).",
+                  notebooks=notebooks, seconds=f"{seconds:.0f}", counts=parts, exposed=exposed)
+    return tr("Graded {notebooks} notebooks in {seconds} s: {counts}.", notebooks=notebooks, seconds=f"{seconds:.0f}",
+              counts=parts)

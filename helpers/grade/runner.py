@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO, Dict, List, Optional
 
+from helpers.language import tr
+
 PRIVATE_FOLDERS = ("home", "tmp", "runtime", "ipython", "matplotlib", "cache", "config", "data")
 KERNEL_START = Path(__file__).resolve().with_name("kernel_start.py")
 
@@ -82,8 +84,11 @@ def _run_cells(client: Any, code_cells: int, stopped: Dict[str, Any], progress: 
             if last:
                 raise
             evalue = str(error.evalue).splitlines()[0][:200] if str(error.evalue).strip() else ""
-            stopped.setdefault("reason", f"code cell {index + 1} ({_first_line(cell)}) raised {error.ename}"
-                                         + (f": {evalue}" if evalue else ""))
+            number, line = index + 1, _first_line(cell)
+            stopped.setdefault("reason", tr("code cell {number} ({line}) raised {error}: {value}", number=number,
+                                            line=line, error=error.ename, value=evalue) if evalue else
+                               tr("code cell {number} ({line}) raised {error}", number=number, line=line,
+                                  error=error.ename))
             stopped.setdefault("cell", index + 1)
             continue
         if not last:
@@ -140,17 +145,18 @@ def run_notebook(job: Dict[str, Any], channel: BinaryIO) -> Dict[str, Any]:
                 kernel_pid = getattr(process, "pid", None)
                 _run_cells(client, len(code_cells), stopped, progress, channel)
         except CellTimeoutError:
-            stopped = {"reason": f"code cell {progress['cell']} ran past the time limit for one cell "
-                                 f"({job['cell_timeout_s']} s)", "cell": None}
+            stopped = {"reason": tr("code cell {number} ran past the time limit for one cell ({seconds} s)",
+                                    number=progress["cell"], seconds=job["cell_timeout_s"]), "cell": None}
         except DeadKernelError:
-            stopped = {"reason": "its kernel died (memory exhausted, or the notebook ended its own process)",
+            stopped = {"reason": tr("its kernel died (memory exhausted, or the notebook ended its own process)"),
                        "cell": None}
         except Exception as error:  # the kernel could not start, the client lost it: the result is unknown
             if not kernel_ready and attempt == 1 and not stopped:
                 kill_tree()  # a kernel that died while starting (kernels started at once can race for a port)
                 continue
             first_line = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
-            stopped = {"reason": f"the grader could not run it ({type(error).__name__}: {first_line})", "cell": None}
+            stopped = {"reason": tr("the grader could not run it ({error})",
+                                    error=f"{type(error).__name__}: {first_line}"), "cell": None}
         break
     leftovers = kill_tree(keep_pid=kernel_pid)
     writes = [json.loads(line) for line in write_log.read_text(encoding="utf-8").splitlines()[:20]
@@ -178,7 +184,7 @@ def load_answers(path: Path, names: List[str]) -> Dict[str, Any]:
             answers[name] = cloudpickle.loads(base64.b64decode(entry["pickle"]))
         except Exception as error:  # it could not be sent or loaded: each of its calls says so
             answers[name] = _Unloadable(f"{type(error).__name__}: {error}"[:300] if "pickle" in entry
-                                        else str(entry.get("error", "it could not be sent"))[:300])
+                                        else str(entry.get("error", tr("it could not be sent")))[:300])
     return answers
 
 
@@ -189,8 +195,8 @@ class _Unloadable:
         self.why = why
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(f"the answer could not be loaded outside the notebook's kernel ({self.why}); something "
-                           "it uses exists only there (a module that is not installed, an open file)")
+        raise RuntimeError(tr("the answer could not be loaded outside the notebook's kernel ({why}); something it "
+                              "uses exists only there (a module that is not installed, an open file)", why=self.why))
 
 
 def records_for_request(request: Dict[str, Any], answers: Dict[str, Any]) -> bytes:
@@ -287,9 +293,10 @@ class Calls:
         except (OSError, EOFError, FrameError, wire.WireError) as error:
             self.process.kill()
             self.process = None
-            return _failed(f"the process making the calls broke off ({type(error).__name__}: {str(error)[:200]})")
+            return _failed(tr("the process making the calls broke off ({error})",
+                              error=f"{type(error).__name__}: {str(error)[:200]}"))
         if kind != "records":
-            return _failed(f"the process making the calls sent a {kind} frame")
+            return _failed(tr("the process making the calls sent a {kind} frame", kind=kind))
         return data
 
 

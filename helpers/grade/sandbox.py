@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import helpers
+from helpers.language import tr
 
 # The system, read-only: each only where it exists; a link (``/bin -> usr/bin``) is made again as a link.
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/libx32", "/lib64", "/etc", "/sys")
@@ -53,10 +54,10 @@ def isolation() -> Isolation:
     """Whether the sandbox works here: Linux, ``bwrap`` on PATH, and a real sandbox (as :func:`sandboxed` makes it)
     that runs ``true``. Tried once per process."""
     if not sys.platform.startswith("linux"):
-        return Isolation(False, f"the sandbox needs Linux (this is {sys.platform})")
+        return Isolation(False, tr("the sandbox needs Linux (this is {platform})", platform=sys.platform))
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return Isolation(False, "bubblewrap (bwrap) is not installed")
+        return Isolation(False, tr("bubblewrap (bwrap) is not installed"))
     try:
         version = subprocess.run([bwrap, "--version"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
                                  timeout=TRIAL_TIMEOUT_S).stdout.strip() or "bubblewrap"
@@ -64,11 +65,11 @@ def isolation() -> Isolation:
             trial = subprocess.run(sandboxed(["true"], Path(private)), stdin=subprocess.DEVNULL, capture_output=True,
                                    text=True, timeout=TRIAL_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError) as error:
-        return Isolation(False, f"bubblewrap could not be started: {error}")
+        return Isolation(False, tr("bubblewrap could not be started: {error}", error=str(error)))
     if trial.returncode != 0:
         lines = [line.strip() for line in trial.stderr.splitlines() if line.strip()]
-        said = lines[-1] if lines else f"it ended with exit status {trial.returncode}"
-        return Isolation(False, f"bubblewrap cannot make a sandbox here: {said}")
+        said = lines[-1] if lines else tr("it ended with exit status {status}", status=trial.returncode)
+        return Isolation(False, tr("bubblewrap cannot make a sandbox here: {said}", said=said))
     return Isolation(True, version)
 
 

@@ -18,6 +18,7 @@ import nbformat
 from helpers.course.exercises.carry_over import RENAMED, is_stub
 from helpers.course.exercises.registry import exercises, notebook_names
 from helpers.grade.cells import exercise_marker
+from helpers.language import tr
 
 OUTPUT_NAMES = ("grades.csv", "grades.html")
 SKIPPED_PARTS = (".ipynb_checkpoints", "__MACOSX")
@@ -65,8 +66,8 @@ def _walk(folder: Path) -> Tuple[List[Path], Dict[Path, str]]:
 
     def unreadable(error: OSError) -> None:
         if error.filename is not None:
-            problems[Path(os.fsdecode(error.filename))] = (f"a folder the grader cannot read "
-                                                           f"({type(error).__name__}: {error.strerror})")
+            problems[Path(os.fsdecode(error.filename))] = tr("a folder the grader cannot read ({error})",
+                                                             error=f"{type(error).__name__}: {error.strerror}")
 
     for top, folders, files in os.walk(folder, onerror=unreadable, followlinks=False):
         relative = Path(top).relative_to(folder)
@@ -78,7 +79,8 @@ def _walk(folder: Path) -> Tuple[List[Path], Dict[Path, str]]:
             if name.endswith(".ipynb"):
                 found.append(path)
             elif path.is_symlink() and not _inside(os.path.realpath(path), real_folder):
-                problems[path] = f"a symbolic link to the folder {_link_target(path)}, outside the folder: not followed"
+                problems[path] = tr("a symbolic link to the folder {target}, outside the folder: not followed",
+                                    target=_link_target(path))
         found.extend(Path(top, name) for name in files if name.endswith(".ipynb"))
     return found, problems
 
@@ -91,11 +93,11 @@ def _link_target(path: Path) -> str:
 
 
 def _file_kind(mode: int) -> str:
-    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+    for test, kind in ((stat.S_ISDIR, tr("a folder")), (stat.S_ISFIFO, tr("a named pipe")),
+                       (stat.S_ISSOCK, tr("a socket")), (stat.S_ISCHR, tr("a device")), (stat.S_ISBLK, tr("a device"))):
         if test(mode):
             return kind
-    return "not a regular file"
+    return tr("not a regular file")
 
 
 def _read_bytes(path: Path, folder: Path) -> Tuple[Optional[bytes], Optional[str]]:
@@ -104,54 +106,56 @@ def _read_bytes(path: Path, folder: Path) -> Tuple[Optional[bytes], Optional[str
     try:
         info = os.lstat(path)
     except OSError as error:
-        return None, f"unreadable ({type(error).__name__}: {error.strerror})"
+        return None, tr("unreadable ({error})", error=f"{type(error).__name__}: {error.strerror}")
     real = str(path)
     if stat.S_ISLNK(info.st_mode):
         real = os.path.realpath(path)
         if not _inside(real, os.path.realpath(folder)):
-            return None, f"a symbolic link to {_link_target(path)}, outside the folder: not followed"
+            return None, tr("a symbolic link to {target}, outside the folder: not followed", target=_link_target(path))
         try:
             info = os.stat(real)
         except OSError:
-            return None, f"a symbolic link to {_link_target(path)}, which does not exist"
+            return None, tr("a symbolic link to {target}, which does not exist", target=_link_target(path))
     if not stat.S_ISREG(info.st_mode):
-        return None, f"not a notebook file: {_file_kind(info.st_mode)}"
+        return None, tr("not a notebook file: {kind}", kind=_file_kind(info.st_mode))
     try:
         descriptor = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as error:
-        return None, f"unreadable ({type(error).__name__}: {error.strerror})"
+        return None, tr("unreadable ({error})", error=f"{type(error).__name__}: {error.strerror}")
     with os.fdopen(descriptor, "rb") as file:
         info = os.fstat(file.fileno())
         if not stat.S_ISREG(info.st_mode):
-            return None, f"not a notebook file: {_file_kind(info.st_mode)}"
+            return None, tr("not a notebook file: {kind}", kind=_file_kind(info.st_mode))
         data = file.read(MAX_NOTEBOOK_BYTES + 1) if info.st_size <= MAX_NOTEBOOK_BYTES else b""
     if info.st_size > MAX_NOTEBOOK_BYTES or len(data) > MAX_NOTEBOOK_BYTES:
         size = max(info.st_size, len(data))
-        return None, (f"too big to be a notebook ({size / 2**20:.1f} MiB; the grader reads notebooks of up to "
-                      f"{MAX_NOTEBOOK_BYTES >> 20} MiB)")
+        return None, tr("too big to be a notebook ({size} MiB; the grader reads notebooks of up to {limit} MiB)",
+                        size=f"{size / 2**20:.1f}", limit=MAX_NOTEBOOK_BYTES >> 20)
     return data, None
 
 
 def _shape_problem(node: object) -> Optional[str]:
     """What the grader needs of a version 4 notebook and this one lacks, or None."""
     if not isinstance(node, dict):
-        return "not a notebook (its JSON is not an object)"
+        return tr("not a notebook (its JSON is not an object)")
     if not isinstance(node.get("metadata"), dict):
-        return "not a valid notebook: its metadata is missing or not an object"
+        return tr("not a valid notebook: its metadata is missing or not an object")
     cells = node.get("cells")
     if not isinstance(cells, list):
-        return "not a valid notebook: its cells are missing or not a list"
+        return tr("not a valid notebook: its cells are missing or not a list")
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict):
-            return f"not a valid notebook: cell {number} is not an object"
+            return tr("not a valid notebook: cell {number} is not an object", number=number)
         kind = cell.get("cell_type")
         if not isinstance(kind, str):
-            return f"not a valid notebook: cell {number} has no cell type"
+            return tr("not a valid notebook: cell {number} has no cell type", number=number)
+        if "source" not in cell:
+            return tr("not a valid notebook: {kind} cell {number} has no source", kind=kind, number=number)
         if not isinstance(cell.get("source"), str):
-            what = "has no source" if "source" not in cell else "has a source that is not text"
-            return f"not a valid notebook: {kind} cell {number} {what}"
+            return tr("not a valid notebook: {kind} cell {number} has a source that is not text", kind=kind,
+                      number=number)
         if not isinstance(cell.get("metadata", {}), dict):
-            return f"not a valid notebook: the metadata of cell {number} is not an object"
+            return tr("not a valid notebook: the metadata of cell {number} is not an object", number=number)
     return None
 
 
@@ -194,7 +198,7 @@ def read_submission(path: Path, folder: Path) -> Submission:
     try:
         return _recognise(submission, path, relative, folder)
     except Exception as error:  # whatever the checks below missed: this file is reported, the others are read
-        submission.problem = f"unreadable ({_first_line(error)})"
+        submission.problem = tr("unreadable ({error})", error=_first_line(error))
         submission.node, submission.notebook = None, None
         return submission
 
@@ -209,34 +213,35 @@ def _recognise(submission: Submission, path: Path, relative: Path, folder: Path)
         version = nbformat.reader.get_version(raw)[0]
         node = nbformat.convert(raw, 4)
     except Exception as error:  # malformed JSON, not UTF-8, a file that is not a notebook, an unknown version
-        submission.problem = f"unreadable ({_first_line(error)})"
+        submission.problem = tr("unreadable ({error})", error=_first_line(error))
         return submission
     problem = _shape_problem(node)
     if problem:
         submission.problem = problem
         return submission
     if version != 4:
-        submission.notes.append(f"nbformat {version}, read as version 4")
+        submission.notes.append(tr("nbformat {version}, read as version 4", version=version))
     submission.node = node
     cells = _exercise_cells(node)
     known = exercises()
     found = [RENAMED.get(exercise_id, exercise_id) for exercise_id in cells]
     gone = [exercise_id for exercise_id in cells if RENAMED.get(exercise_id, exercise_id) not in known]
     if gone:
-        submission.notes.append(f"holds exercises this version of the course does not have: {', '.join(gone)}")
+        submission.notes.append(tr("holds exercises this version of the course does not have: {exercises}",
+                                   exercises=", ".join(gone)))
     notebooks = sorted({known[exercise_id].notebook for exercise_id in found if exercise_id in known})
     if not notebooks:
         by_name = _notebook_by_name(path.stem)
         if by_name is None:
-            submission.problem = ("not a course notebook: no '# EXERCISE:' cell of this course, and its name matches "
-                                  "none of the course's notebooks")
+            submission.problem = tr("not a course notebook: no '# EXERCISE:' cell of this course, and its name "
+                                    "matches none of the course's notebooks")
             return submission
         notebooks = [by_name]
     if len(notebooks) > 1:
-        submission.notes.append(f"holds exercises of several notebooks: {', '.join(notebooks)}")
+        submission.notes.append(tr("holds exercises of several notebooks: {notebooks}", notebooks=", ".join(notebooks)))
     submission.notebook = notebooks[0]
     if notebooks[0] not in path.stem:
-        submission.notes.append(f"renamed: it holds the exercises of {notebooks[0]}")
+        submission.notes.append(tr("renamed: it holds the exercises of {notebook}", notebook=notebooks[0]))
     submission.exercise_ids = [exercise_id for exercise_id, exercise in known.items() if exercise.notebook in notebooks]
     submission.found_ids = [exercise_id for exercise_id in found if exercise_id in known]
     submission.learner = _learner(relative, notebooks[0])
@@ -267,7 +272,7 @@ def read_folder(folder: Path) -> List[Submission]:
     for group in by_hash.values():
         for submission in group if len(group) > 1 else []:
             others = ", ".join(other.name for other in group if other is not submission)
-            submission.notes.append(f"the same code as {others}")
+            submission.notes.append(tr("the same code as {others}", others=others))
     return submissions
 
 

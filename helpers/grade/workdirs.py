@@ -19,6 +19,8 @@ from typing import Any, Dict, List, Optional
 
 import psutil
 
+from helpers.language import tr
+
 PARENT_NAME = "course-grade"
 OWNER_FILE = "owner.json"
 RUN_NAME = re.compile(r"run-(?P<pid>\d+)-(?P<start>\d+)(?:-\d+)?")
@@ -49,11 +51,13 @@ def _checked_parent(parent: Optional[Path], create: bool) -> Optional[Path]:
     except FileNotFoundError:
         return None
     if stat.S_ISLNK(info.st_mode):
-        raise WorkdirError(f"{parent} is a symbolic link: the grader does not use it for its work folders")
+        raise WorkdirError(tr("{folder} is a symbolic link: the grader does not use it for its work folders",
+                              folder=parent))
     if not stat.S_ISDIR(info.st_mode):
-        raise WorkdirError(f"{parent} is not a folder")
+        raise WorkdirError(tr("{folder} is not a folder", folder=parent))
     if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        raise WorkdirError(f"{parent} belongs to another user: the grader does not use it for its work folders")
+        raise WorkdirError(tr("{folder} belongs to another user: the grader does not use it for its work folders",
+                              folder=parent))
     if stat.S_IMODE(info.st_mode) & 0o077:
         os.chmod(parent, 0o700)
     return parent
@@ -88,7 +92,7 @@ def new_run_folder(parent: Optional[Path] = None) -> Path:
         temporary.write_text(json.dumps(identity), encoding="utf-8")
         os.replace(temporary, folder / OWNER_FILE)  # whole or absent, for a clean_stale running meanwhile
         return folder
-    raise WorkdirError(f"{parent} holds too many work folders named {base}")
+    raise WorkdirError(tr("{folder} holds too many work folders named {name}", folder=parent, name=base))
 
 
 def _read_owner(folder: Path) -> Optional[Dict[str, Any]]:

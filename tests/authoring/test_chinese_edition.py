@@ -1,4 +1,5 @@
 """The Chinese edition: written from the English notebooks and the catalogs, code unchanged, never silently behind."""
+import re
 import shutil
 
 import nbformat
@@ -8,6 +9,7 @@ from authoring import generate, release_json
 from authoring.launch_cells import SETUP_TAG, language_line, setup_source
 from authoring.translation import catalog as zh_catalog
 from authoring.translation import glossary
+from authoring.translation import sheet as zh_sheet
 from authoring.translation.edition import FOLDER, LANGUAGE, NOT_TRANSLATED, STALE, english_code, skeleton, title_text
 from tests.paths import ROOT
 
@@ -305,3 +307,34 @@ def test_the_glossary_keeps_names_and_counts_only_marked_quotes():
     assert any("names Kaggle" in problem for problem in glossary.term_problems(GLOSSARY, [kaggle]))
     unmarked = ("u", "Run the next cell to see the gradient.", "运行 Run the next cell to see the gradient.")
     assert any("lacks '梯度'" in problem for problem in glossary.term_problems(GLOSSARY, [unmarked]))
+
+
+def _cells(row):
+    """A table row's cells (``|`` inside code spans does not split)."""
+    return [cell.strip() for cell in re.split(r"\|(?=(?:[^`]*`[^`]*`)*[^`]*$)", row.strip().strip("|"))]
+
+
+def test_the_chinese_cheat_sheet_carries_each_english_units_code_images_and_proofs():
+    """Unit for unit, the Chinese sheet has the English one's code spans (error lines included), image files and
+    proof references, so the English sheet's live checks of them hold for it too."""
+    english = zh_sheet.units((ROOT / zh_sheet.ENGLISH).read_text(encoding="utf-8"))
+    chinese = zh_sheet.units((ROOT / zh_sheet.CHINESE).read_text(encoding="utf-8"))
+    assert [translated for _, translated in chinese] == [translated for _, translated in english]
+    for (theirs, translated), (mine, _) in zip(english, chinese):
+        if not translated:
+            assert mine == theirs
+            continue
+        assert mine != theirs, f"still English: {theirs[:60]}"
+        assert re.findall(r"`[^`]+`", mine) == re.findall(r"`[^`]+`", theirs), theirs[:60]
+        assert re.findall(r"\]\(([^)]+)\)", mine) == re.findall(r"\]\(([^)]+)\)", theirs), theirs[:60]
+        if theirs.startswith("|"):
+            assert len(_cells(mine)) == len(_cells(theirs)) and _cells(mine)[-1].replace("证明", "Proof") == \
+                _cells(theirs)[-1], theirs[:60]
+
+
+def test_the_chinese_cheat_sheet_uses_the_glossarys_terms_with_their_english_on_first_use():
+    catalog = zh_sheet.load_catalog(ROOT)
+    pairs = [(entry.msgid[:40], entry.msgid, entry.msgstr) for entry in catalog if entry.translated()]
+    assert glossary.term_problems(GLOSSARY, pairs) == []
+    assert glossary.first_use_problems(GLOSSARY, "cheatsheet.zh-CN.md", [(ROOT / zh_sheet.CHINESE).read_text(
+        encoding="utf-8")]) == []

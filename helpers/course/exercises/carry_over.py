@@ -20,6 +20,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 import nbformat
 
 from helpers.course.exercises.solutions import STUB_MESSAGE, recorded_solutions
+from helpers.language import tr
 
 EXERCISE_LINE = re.compile(r"^#\s*EXERCISE:\s*(?P<id>\w+)")
 # Exercises whose id changed between versions of the course: old id -> new id.
@@ -42,15 +43,25 @@ class CarriedCell:
         """One line for the learner."""
         where = f"{self.old_notebook}: {self.exercise_id}"
         if not self.answered:
-            return f"{where}: not answered (still the stub), nothing to carry."
+            return tr("{where}: not answered (still the stub), nothing to carry.", where=where)
         if self.new_notebook is None:
-            return f"{where}: this exercise is no longer in the course; keep your answer for reference."
+            return tr("{where}: this exercise is no longer in the course; keep your answer for reference.",
+                      where=where)
         target = f"notebooks/{self.new_notebook}.ipynb"
-        renamed = f" (now called {self.new_id})" if self.new_id != self.exercise_id else ""
-        if self.old_signature != self.new_signature:
-            return (f"{where}{renamed} -> {target}. The exercise changed: it was {self.old_signature}, it is now "
-                    f"{self.new_signature}. Read its new text before you paste your answer.")
-        return f"{where}{renamed} -> {target}: paste your answer into its `# EXERCISE: {self.new_id}` cell."
+        old, new, new_id = self.old_signature, self.new_signature, self.new_id
+        renamed = new_id != self.exercise_id
+        if old != new and renamed:
+            return tr("{where} (now called {new_id}) -> {target}. The exercise changed: it was {old}, it is now {new}. "
+                      "Read its new text before you paste your answer.", where=where, new_id=new_id, target=target,
+                      old=old, new=new)
+        if old != new:
+            return tr("{where} -> {target}. The exercise changed: it was {old}, it is now {new}. Read its new text "
+                      "before you paste your answer.", where=where, target=target, old=old, new=new)
+        if renamed:
+            return tr("{where} (now called {new_id}) -> {target}: paste your answer into its `# EXERCISE: {new_id}` "
+                      "cell.", where=where, new_id=new_id, target=target)
+        return tr("{where} -> {target}: paste your answer into its `# EXERCISE: {new_id}` cell.", where=where,
+                  target=target, new_id=new_id)
 
 
 def signature(source: str) -> Optional[str]:
@@ -108,13 +119,14 @@ def notebook_paths(arguments: Sequence[str]) -> List[Path]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Print one line per exercise cell found; 1 when no notebook or no exercise cell was found."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="+", help="your saved notebooks, or the folder that holds them")
+    parser.add_argument("paths", nargs="+", help=tr("your saved notebooks, or the folder that holds them"))
     paths = notebook_paths(parser.parse_args(argv).paths)
     carried = carry(path for path in paths if path.suffix == ".ipynb" and path.exists())
     for cell in carried:
         print(cell.describe())
     if not carried:
-        print("No exercise cells found: name your saved notebooks, or the folder that holds them.", file=sys.stderr)
+        print(tr("No exercise cells found: name your saved notebooks, or the folder that holds them."),
+              file=sys.stderr)
         return 1
     return 0
 

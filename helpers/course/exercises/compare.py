@@ -5,13 +5,14 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import torch
 
+from helpers.language import tr, translated
 from helpers.tools.gradients import close, same_gradients  # noqa: F401 - part of this module's interface
 
 
 def describe_value(value: Any) -> str:
     """A short description of any value, for diagnoses."""
     if isinstance(value, torch.Tensor):
-        return f"a tensor of shape {list(value.shape)}"
+        return tr("a tensor of shape {shape}", shape=list(value.shape))
     return f"{type(value).__name__} {value!r}"[:120]
 
 
@@ -82,6 +83,7 @@ def as_combination(actual: Sequence[Optional[torch.Tensor]], parts: Mapping[str,
 
 
 def describe_combination(weights: Mapping[str, float]) -> str:
-    """``{"L1": 1.0, "L2": 1.0, "L3": 0.0}`` -> ``"1 x L1 + 1 x L2"`` (terms near zero left out)."""
-    terms = [f"{w:.3g} x {name}" for name, w in weights.items() if abs(w) > 1e-3]
-    return " + ".join(terms).replace("+ -", "- ") or "nothing (zero)"
+    """``{"L1": 1.0, "L2": 1.0, "L3": 0.0}`` -> ``"1 x L1 + 1 x L2"`` (terms near zero left out). Each name is
+    shown translated: a caller marks its part names with ``helpers.language.marked``."""
+    terms = [f"{w:.3g} x {translated(name)}" for name, w in weights.items() if abs(w) > 1e-3]
+    return " + ".join(terms).replace("+ -", "- ") or tr("nothing (zero)")

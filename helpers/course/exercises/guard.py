@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import traceback
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 import torch
 
 from helpers.course.exercises.solutions import STUB_MESSAGE
+from helpers.language import tr, translated
 from helpers.tools.errors import KINDS, short_description
 from helpers.tools.frames import is_library_frame
 
@@ -18,11 +19,13 @@ class NotAttempted(Exception):
 
 
 class LearnerError(Exception):
-    """The learner's code raised; ``diagnosis`` says what, for the feedback card."""
+    """The learner's code raised; ``diagnosis`` says what, for the feedback card. ``predicate``, where given, is
+    what happened without who did it (``raised ValueError: ...``), for a caller that names the function itself."""
 
-    def __init__(self, diagnosis: str) -> None:
+    def __init__(self, diagnosis: str, predicate: Optional[str] = None) -> None:
         super().__init__(diagnosis)
         self.diagnosis = diagnosis
+        self.predicate = predicate
 
 
 def is_unanswered(answer: Any) -> bool:
@@ -39,7 +42,8 @@ def run_learner(what: str, function: Callable[..., Any], *args: Any, **kwargs: A
     if is_unanswered(function):
         raise NotAttempted()
     if not callable(function):
-        raise LearnerError(f"The answer should be a function, but it is {type(function).__name__}: {function!r}.")
+        raise LearnerError(tr("The answer should be a function, but it is {type}: {value}.",
+                              type=type(function).__name__, value=repr(function)))
     grad_mode = torch.is_grad_enabled()
     try:
         with torch.enable_grad():
@@ -48,16 +52,27 @@ def run_learner(what: str, function: Callable[..., Any], *args: Any, **kwargs: A
     except NotImplementedError as error:
         if _raised_by_learner(error):
             raise NotAttempted() from error
-        raise LearnerError(f"{what} raised {short_description(error)}") from error
+        raise _raised(what, error) from error
     except (Exception, SystemExit) as error:  # AssertionError and exit() included: they are the learner's code too
-        raise LearnerError(f"{what} raised {short_description(error)}") from error
+        raise _raised(what, error) from error
     finally:
         torch.set_grad_enabled(grad_mode)  # a learner's set_grad_enabled(False) must not outlive the check
     if left_off:
-        raise LearnerError(f"{what} returned with gradient tracking switched off (torch.set_grad_enabled(False), or "
-                           "torch.no_grad().__enter__() without its exit): its caller's next forward pass would "
-                           "record no graph. Put the untracked part in a `with torch.no_grad():` block.")
+        raise LearnerError(
+            tr("{what} returned with gradient tracking switched off (torch.set_grad_enabled(False), or "
+               "torch.no_grad().__enter__() without its exit): its caller's next forward pass would record no graph. "
+               "Put the untracked part in a `with torch.no_grad():` block.", what=what),
+            tr("returned with gradient tracking switched off (torch.set_grad_enabled(False), or "
+               "torch.no_grad().__enter__() without its exit): its caller's next forward pass would record no graph. "
+               "Put the untracked part in a `with torch.no_grad():` block."))
     return result
+
+
+def _raised(what: str, error: BaseException) -> LearnerError:
+    """The diagnosis of a learner's call that raised ``error``."""
+    described = short_description(error)
+    return LearnerError(tr("{what} raised {error}", what=what, error=described),
+                        tr("raised {error}", error=described))
 
 
 def _raised_by_learner(error: BaseException) -> bool:
@@ -74,10 +89,10 @@ def run_step(step_function: Callable[..., Any], step: int, *args: Any, explanati
     or else a piece of the message), the diagnosis gets that exercise's explanation of what it means there.
     """
     try:
-        return run_learner(f"Your step (step {step})", step_function, *args)
+        return run_learner(tr("Your step (step {step})", step=step), step_function, *args)
     except LearnerError as error:
         cause = error.__cause__
         for key, explanation in explanations.items():
             if cause is not None and (KINDS[key].matches(cause) if key in KINDS else key in str(cause)):
-                raise LearnerError(f"{error.diagnosis} {explanation}") from cause
+                raise LearnerError(f"{error.diagnosis} {translated(explanation)}") from cause
         raise

@@ -11,12 +11,13 @@ from helpers.course.exercises.engine.contract import Contract
 from helpers.course.exercises.engine.observe import World
 from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls, shapes
 from helpers.course.models import BATCH, HIDDEN, IN_FEATURES
+from helpers.language import marked
 
-MODELS = {  # name -> (widths, head with bias)
-    "the notebook's model": ((IN_FEATURES, HIDDEN, 1), True),
-    "a deeper model (its head is model[4])": ((IN_FEATURES, HIDDEN, 32, 1), True),
-    "a head without bias": ((IN_FEATURES, HIDDEN, 1), False),
-    "a head with 3 outputs": ((IN_FEATURES, HIDDEN, 3), True),
+MODELS = {  # name (shown in a diagnosis) -> (widths, head with bias)
+    marked("the notebook's model"): ((IN_FEATURES, HIDDEN, 1), True),
+    marked("a deeper model (its head is model[4])"): ((IN_FEATURES, HIDDEN, 32, 1), True),
+    marked("a head without bias"): ((IN_FEATURES, HIDDEN, 1), False),
+    marked("a head with 3 outputs"): ((IN_FEATURES, HIDDEN, 3), True),
 }
 
 AXES: tuple = (

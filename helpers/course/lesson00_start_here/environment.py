@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Tuple
 
+from helpers.language import tr, translated
 from helpers.tools.display import card_html, table_html
 
 MIN_TORCH = (2, 4)
@@ -30,7 +31,8 @@ def version_tuple(version: str) -> Tuple[int, ...]:
 def torch_item(version: str) -> Item:
     """Whether this torch is new enough for the course."""
     ok = version_tuple(version)[:2] >= MIN_TORCH
-    fix = "" if ok else f"The course needs torch >= {MIN_TORCH[0]}.{MIN_TORCH[1]}: pip install -U torch"
+    fix = "" if ok else tr("The course needs torch >= {version}: pip install -U torch",
+                           version=f"{MIN_TORCH[0]}.{MIN_TORCH[1]}")
     return Item("torch", ok, version, fix)
 
 
@@ -47,10 +49,10 @@ def _installed_version(package: str) -> str:
 def widgets_item(ipywidgets_version: str, jupyterlab_version: str) -> Item:
     """ipywidgets 7 and 8 both work, except 7 inside JupyterLab 4, whose front end only speaks 8."""
     if not ipywidgets_version:
-        return Item("ipywidgets", False, "missing: hints fall back to text", "pip install ipywidgets")
+        return Item("ipywidgets", False, tr("missing: hints fall back to text"), "pip install ipywidgets")
     old_pair = version_tuple(ipywidgets_version)[:1] < (8,) and version_tuple(jupyterlab_version or "0")[:1] >= (4,)
     detail = ipywidgets_version + (f" (JupyterLab {jupyterlab_version})" if jupyterlab_version else "")
-    fix = "JupyterLab 4 shows ipywidgets 8 only: pip install -U ipywidgets" if old_pair else ""
+    fix = tr("JupyterLab 4 shows ipywidgets 8 only: pip install -U ipywidgets") if old_pair else ""
     return Item("ipywidgets", not old_pair, detail, fix)
 
 
@@ -64,10 +66,10 @@ def check_environment() -> "EnvironmentReport":
     items: List[Item] = [Item("python", True, platform.python_version()), torch_item(torch.__version__)]
     items.append(Item("device", True, describe_device(pick_device())))
     has_dot = dot_available()
-    items.append(Item("graphviz dot", has_dot, "found" if has_dot else "missing: graphs are shown as text",
-                      "" if has_dot else INSTALL_GRAPHVIZ))
+    items.append(Item("graphviz dot", has_dot, tr("found") if has_dot else tr("missing: graphs are shown as text"),
+                      "" if has_dot else translated(INSTALL_GRAPHVIZ)))
     has_torchviz = import_torchviz() is not None
-    items.append(Item("torchviz", has_torchviz, "importable" if has_torchviz else "missing",
+    items.append(Item("torchviz", has_torchviz, tr("importable") if has_torchviz else tr("missing"),
                       "" if has_torchviz else "pip install torchviz"))
     items.append(widgets_item(_installed_version("ipywidgets"), _installed_version("jupyterlab")))
     return EnvironmentReport(items)
@@ -95,5 +97,5 @@ class EnvironmentReport:
              html.escape(item.detail) + (f"<br><i>{html.escape(item.fix)}</i>" if item.fix else ""))
             for item in self.items
         ]
-        title = "Your environment is ready" if self.ready else "Your environment needs attention"
+        title = tr("Your environment is ready") if self.ready else tr("Your environment needs attention")
         return card_html(title, table_html(rows), accent="#27ae60" if self.ready else "#c0392b")

@@ -22,11 +22,13 @@ from helpers.course.exercises.engine.observe import World
 from helpers.course.exercises.engine.parts import RecordedReference, at_the_same_id, graph_state
 from helpers.course.exercises.engine.situations import FROZEN, GRADS, Axis, Situation, shapes
 from helpers.course.models import BATCH, IN_FEATURES, make_model, own_term, shared_term
+from helpers.language import marked, tr, translated
 from helpers.tools.graph import named_parameters
 
-GRAPH = ("the loss's graph (a backward without retain_graph=True frees its saved tensors, an in-place write makes "
-         "them stale)")
+GRAPH = marked("the loss's graph (a backward without retain_graph=True frees its saved tensors, an in-place write "
+               "makes them stale)")
 DEEP_LAYERS = 12  # Linear layers of the deeper models: their first layer lies about 25 nodes below the loss
+DEEPER = marked("deeper models (12 layers each)")  # the name of _deeper_models, DEEP_LAYERS written out
 
 
 def _notebook_models(seed: int) -> Tuple[nn.Module, nn.Module]:
@@ -54,18 +56,18 @@ def _zero_biases(seed: int) -> Tuple[nn.Module, nn.Module]:
 
 
 MODELS: Dict[str, Callable[[int], Tuple[nn.Module, nn.Module]]] = {
-    "the notebook's two models": _notebook_models,
-    f"deeper models ({DEEP_LAYERS} layers each)": _deeper_models,
-    "M2 a copy of M1 (every weight equal to its twin's)": _copied_models,
-    "zero-initialised biases (equal across the models)": _zero_biases,
+    marked("the notebook's two models"): _notebook_models,
+    DEEPER: _deeper_models,
+    marked("M2 a copy of M1 (every weight equal to its twin's)"): _copied_models,
+    marked("zero-initialised biases (equal across the models)"): _zero_biases,
 }
 
 # the five losses of each situation, in the order they are handed over (the hand-written checker's five)
-LOSSES = ("L1 = shared(O1, O2) + own(O1)", "own(O1) alone", "shared(O1, O2.detach()) + own(O1)",
-          "M2's head on a detached hidden layer", "L2 = shared(O1, O2) + own(O2)")
+LOSSES = ("L1 = shared(O1, O2) + own(O1)", marked("own(O1) alone"), "shared(O1, O2.detach()) + own(O1)",
+          marked("M2's head on a detached hidden layer"), "L2 = shared(O1, O2) + own(O2)")  # formulas stay as they are
 
 AXES: tuple = (
-    Axis("calls", (len(LOSSES),), lambda count: f"{count} losses in a row",
+    Axis("calls", (len(LOSSES),), lambda count: tr("{count} losses in a row", count=count),
          "five losses in a row on one pair of models, each freed before the next is made (which may reuse its id)"),
     Axis("grads", ("none", "filled", "zero"), GRADS.describe, GRADS.tried),
     FROZEN,
@@ -77,7 +79,7 @@ REFERENCE = RecordedReference("parameters_reached", "parameters_reached")
 
 
 def _ordinal(number: int) -> str:
-    return {1: "1st", 2: "2nd", 3: "3rd"}.get(number, f"{number}th")
+    return {1: tr("1st"), 2: tr("2nd"), 3: tr("3rd")}.get(number) or tr("{number}th", number=number)
 
 
 def _in_layer_order(name: str) -> Tuple[Any, ...]:
@@ -87,8 +89,8 @@ def _in_layer_order(name: str) -> Tuple[Any, ...]:
 
 def _listed(names: Sequence[str], shown: int = 4) -> str:
     names = sorted(names, key=_in_layer_order)
-    more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return ", ".join(names[:shown]) + more
+    listed = ", ".join(names[:shown])
+    return tr("{names} and {count} more", names=listed, count=len(names) - shown) if len(names) > shown else listed
 
 
 def _twin(name: str, reached: frozenset) -> Optional[str]:
@@ -106,30 +108,32 @@ def _twin(name: str, reached: frozenset) -> Optional[str]:
 def same_names(actual: Any, expected: Any) -> Optional[str]:
     """None when ``actual`` is a set (or frozenset) of exactly the expected names; else what differs, in words."""
     if not isinstance(actual, (set, frozenset)):
-        return (f"returned a {type(actual).__name__}, where the exercise asks for a set of names (a set, not a list "
-                "or a tuple: `set(...)`, or a set built with `.add`)")
+        return tr("returned a {kind}, where the exercise asks for a set of names (a set, not a list or a tuple: "
+                  "`set(...)`, or a set built with `.add`)", kind=type(actual).__name__)
     if not all(isinstance(name, str) for name in actual):
-        return "returned a set holding other things than names (strings such as 'M1.0.weight')"
+        return tr("returned a set holding other things than names (strings such as 'M1.0.weight')")
     if actual == expected:
         return None
     call = len(REFERENCE.answers)
-    loss = LOSSES[call - 1] if 0 < call <= len(LOSSES) else "this loss"
+    loss = translated(LOSSES[call - 1]) if 0 < call <= len(LOSSES) else tr("this loss")
     missing, extra = sorted(expected - actual), sorted(actual - expected)
     twins = {name: _twin(name, frozenset(expected)) for name in extra}
     if extra and all(twins.values()):
-        return (f"named {_listed(extra)} for {loss}, which its graph never reaches; {extra[0]} only holds the same "
-                f"values as {twins[extra[0]]}, which it does reach. Match each node's .variable with a parameter by "
-                "identity (`is`, or id()), not by value (torch.equal, ==)")
+        return tr("named {names} for {loss}, which its graph never reaches; {name} only holds the same values as "
+                  "{twin}, which it does reach. Match each node's .variable with a parameter by identity (`is`, or "
+                  "id()), not by value (torch.equal, ==)", names=_listed(extra), loss=loss, name=extra[0],
+                  twin=twins[extra[0]])
     for earlier, answer in enumerate(REFERENCE.answers[:-1], 1):
         if actual == answer:
-            return (f"returned, for {loss}, exactly the names of the {_ordinal(earlier)} loss ({LOSSES[earlier - 1]})"
-                    ": does it remember an earlier call (a cache keyed on id(loss): a freed loss's id is given to "
-                    "the next one, a global, a default argument)? Walk this loss's own graph on every call")
+            return tr("returned, for {loss}, exactly the names of the {ordinal} loss ({earlier}): does it remember an "
+                      "earlier call (a cache keyed on id(loss): a freed loss's id is given to the next one, a global, "
+                      "a default argument)? Walk this loss's own graph on every call", loss=loss,
+                      ordinal=_ordinal(earlier), earlier=translated(LOSSES[earlier - 1]))
     if missing:
-        return (f"missed {_listed(missing)} for {loss}, though its graph reaches them: follow every entry of "
-                "next_functions, all the way down to the first layer")
-    return f"named {_listed(extra)} for {loss}, which its graph never reaches (it does not use them, or only " \
-           "through detach()): walk the graph itself"
+        return tr("missed {names} for {loss}, though its graph reaches them: follow every entry of next_functions, "
+                  "all the way down to the first layer", names=_listed(missing), loss=loss)
+    return tr("named {names} for {loss}, which its graph never reaches (it does not use them, or only through "
+              "detach()): walk the graph itself", names=_listed(extra), loss=loss)
 
 
 def build(situation: Situation) -> World:

@@ -22,6 +22,7 @@ from helpers.course.exercises.engine.observe import World
 from helpers.course.exercises.engine.parts import RecordedReference, at_the_same_id, graph_state
 from helpers.course.exercises.engine.situations import FROZEN, GRADS, Axis, Situation, shapes
 from helpers.course.models import BATCH, IN_FEATURES, make_model, own_term, shared_term
+from helpers.language import marked, tr
 from helpers.tools.graph import named_parameters
 
 CALLS = 3
@@ -34,19 +35,20 @@ def _widths(*widths: int, bias: bool = True) -> Callable[[int], nn.Module]:
 
 
 MODELS: Dict[str, Tuple[Callable[[int], nn.Module], Callable[[int], nn.Module]]] = {  # name -> (make M1, make M2)
-    "the notebook's two models": (make_model, make_model),
-    "deeper models (4 layers each)": (_widths(32, 32, 32, 1), _widths(32, 32, 32, 1)),
-    "M1 deeper than M2 (3 layers and 2)": (_widths(32, 32, 1), make_model),
-    "heads without bias": (_widths(64, 1, bias=False), _widths(64, 1, bias=False)),
-    "heads with 3 outputs": (_widths(64, 3), _widths(64, 3)),
+    marked("the notebook's two models"): (make_model, make_model),
+    marked("deeper models (4 layers each)"): (_widths(32, 32, 32, 1), _widths(32, 32, 32, 1)),
+    marked("M1 deeper than M2 (3 layers and 2)"): (_widths(32, 32, 1), make_model),
+    marked("heads without bias"): (_widths(64, 1, bias=False), _widths(64, 1, bias=False)),
+    marked("heads with 3 outputs"): (_widths(64, 3), _widths(64, 3)),
 }
 
 AXES: tuple = (
-    Axis("calls", (CALLS,), lambda count: f"{count} calls in a row",
+    Axis("calls", (CALLS,), lambda count: tr("{count} calls in a row", count=count),
          "3 calls in a row on one pair of models, new data in the same input tensors, the losses in both orders"),
     Axis("grads", ("filled", "none", "zero"), GRADS.describe, GRADS.tried),  # the hand-written checker fills them
-    Axis("frozen", FROZEN.values, lambda frozen: "a frozen first layer (requires_grad=False, left out of params1 and "
-         "params2)" if frozen else "no frozen weights", "a frozen first layer (not in params1 or params2)"),
+    Axis("frozen", FROZEN.values, lambda frozen: tr("a frozen first layer (requires_grad=False, left out of params1 "
+                                                    "and params2)") if frozen else tr("no frozen weights"),
+         "a frozen first layer (not in params1 or params2)"),
     shapes(*MODELS, tried="deeper models, M1 and M2 of different sizes, heads without bias or with 3 outputs"),
 )
 
@@ -57,7 +59,7 @@ def _orders(call: int) -> Tuple[str, str]:
 
 
 def _ordinal(number: int) -> str:
-    return {1: "1st", 2: "2nd", 3: "3rd"}.get(number, f"{number}th")
+    return {1: tr("1st"), 2: tr("2nd"), 3: tr("3rd")}.get(number) or tr("{number}th", number=number)
 
 
 def _close_pairs(actual: Any, expected: Any) -> bool:
@@ -78,34 +80,46 @@ def same_gradients(actual: Any, expected: Any) -> Optional[str]:
         return None
     for earlier, answer in enumerate(REFERENCE.answers[:-1], 1):
         if _close_pairs(actual, answer):
-            return (f"returned the gradients of the {_ordinal(earlier)} call's losses, not of this call's: does it "
-                    "remember an earlier call (a cache keyed on id(l1): a freed loss's id is given to the next one, a "
-                    "global, a default argument)? Differentiate the losses it is given, every time")
+            return tr("returned the gradients of the {ordinal} call's losses, not of this call's: does it remember "
+                      "an earlier call (a cache keyed on id(l1): a freed loss's id is given to the next one, a global, "
+                      "a default argument)? Differentiate the losses it is given, every time",
+                      ordinal=_ordinal(earlier))
     return problem
 
 
 def _what_differs(actual: Any, expected: Any) -> Optional[str]:
     if not (isinstance(actual, (tuple, list)) and len(actual) == 2):
-        size = f" of {len(actual)} items" if isinstance(actual, (tuple, list)) else ""
-        return (f"returned a {type(actual).__name__}{size}, where the exercise asks for a pair: (gradients of l1 "
-                "for params1, gradients of l2 for params2)")
-    for part, got, want in zip(("first", "second"), actual, expected):
-        what = f"the {part} item of your pair (the gradients of the {part} loss for the {part} parameters)"
+        if isinstance(actual, (tuple, list)):
+            return tr("returned a {kind} of {count} items, where the exercise asks for a pair: (gradients of l1 for "
+                      "params1, gradients of l2 for params2)", kind=type(actual).__name__, count=len(actual))
+        return tr("returned a {kind}, where the exercise asks for a pair: (gradients of l1 for params1, gradients of "
+                  "l2 for params2)", kind=type(actual).__name__)
+    parts = (tr("the first item of your pair (the gradients of the first loss for the first parameters)"),
+             tr("the second item of your pair (the gradients of the second loss for the second parameters)"))
+    for what, got, want in zip(parts, actual, expected):
         if not isinstance(got, (tuple, list)):
-            return f"returned a {type(got).__name__} as {what}, where it should hold one gradient per parameter"
+            return tr("returned a {kind} as {what}, where it should hold one gradient per parameter",
+                      kind=type(got).__name__, what=what)
         if len(got) != len(want):
-            return f"returned {len(got)} gradients as {what}, for {len(want)} parameters"
+            return tr("returned {count} gradients as {what}, for {parameters} parameters", count=len(got), what=what,
+                      parameters=len(want))
         for index, (grad, right) in enumerate(zip(got, want), 1):
             if not isinstance(grad, torch.Tensor):
-                return f"returned {type(grad).__name__} as the {_ordinal(index)} gradient of {what}"
+                return tr("returned {kind} as the {ordinal} gradient of {what}", kind=type(grad).__name__,
+                          ordinal=_ordinal(index), what=what)
             if grad.shape != right.shape:
-                return (f"returned a gradient of shape {list(grad.shape)} as the {_ordinal(index)} of {what}, for a "
-                        f"parameter of shape {list(right.shape)}")
+                return tr("returned a gradient of shape {shape} as the {ordinal} of {what}, for a parameter of shape "
+                          "{right}", shape=str(list(grad.shape)), ordinal=_ordinal(index), what=what,
+                          right=str(list(right.shape)))
             if not torch.allclose(grad.detach().float(), right.float(), rtol=RTOL, atol=ATOL):
                 factor = scale_factor(grad.detach(), right)
-                how = f"{factor:.3g}x the right one" if factor is not None else "another gradient than the right one"
-                return (f"returned, as the {_ordinal(index)} gradient of {what}, {how}: differentiate that loss alone "
-                        "for those parameters, on this call's losses")
+                if factor is None:
+                    return tr("returned, as the {ordinal} gradient of {what}, another gradient than the right one: "
+                              "differentiate that loss alone for those parameters, on this call's losses",
+                              ordinal=_ordinal(index), what=what)
+                return tr("returned, as the {ordinal} gradient of {what}, {factor}x the right one: differentiate that "
+                          "loss alone for those parameters, on this call's losses", ordinal=_ordinal(index),
+                          what=what, factor=f"{factor:.3g}")
     return None
 
 
@@ -139,7 +153,7 @@ def build(situation: Situation) -> World:
 
     losses_for(1)
     world.refill = losses_for
-    world.extra = {"the losses' graph": graph_state(lambda: world.args[:2], named_parameters(M1=m1, M2=m2))}
+    world.extra = {marked("the losses' graph"): graph_state(lambda: world.args[:2], named_parameters(M1=m1, M2=m2))}
     return world
 
 

@@ -20,6 +20,7 @@ from helpers.course.exercises.engine.observe import World
 from helpers.course.exercises.engine.parts import RecordedReference, at_the_same_id
 from helpers.course.exercises.engine.situations import Axis, Situation
 from helpers.course.lesson03_inplace_version.optimizers import DecoupledSGD
+from helpers.language import tr
 
 Make = Callable[..., torch.optim.Optimizer]
 optim = torch.optim
@@ -98,36 +99,39 @@ def _sequence(first: str, calls: int) -> List[str]:
 
 
 def _times(count: int) -> str:
-    return {0: "0 times", 1: "once", 2: "twice"}.get(count, f"{count} times")
+    if count == 1:
+        return tr("once")
+    return tr("twice") if count == 2 else tr("{count} times", count=count)
 
 
 def _before(calls: int) -> str:
-    return "handed over on the call before" if calls == 1 else f"handed over {calls} calls before"
+    return tr("handed over on the call before") if calls == 1 else tr("handed over {count} calls before", count=calls)
 
 
 def same_pair(actual: Any, expected: Any) -> Optional[str]:
     """None when ``actual`` is the reference's pair of ints (as a tuple or a list); else what differs."""
     call = len(REFERENCE.answers)
-    name = _SEQUENCE[call - 1] if 0 < call <= len(_SEQUENCE) else "this optimizer"
+    name = _SEQUENCE[call - 1] if 0 < call <= len(_SEQUENCE) else tr("this optimizer")
     if not (isinstance(actual, (tuple, list)) and len(actual) == 2
             and all(isinstance(n, int) and not isinstance(n, bool) for n in actual)):
-        return (f"returned {actual!r:.60} for {name}, where the exercise asks for a pair of ints: (bumps of one step "
-                "with weight_decay=0.01, bumps of one step without)")
+        return tr("returned {value} for {name}, where the exercise asks for a pair of ints: (bumps of one step with "
+                  "weight_decay=0.01, bumps of one step without)", value=f"{actual!r:.60}", name=name)
     got, right = tuple(actual), tuple(expected)
     if got == right:
         return None
     if got == right[::-1]:
-        return (f"returned {got} for {name}, the wrong way round: first the bumps with weight decay, then without "
-                f"({right})")
+        return tr("returned {got} for {name}, the wrong way round: first the bumps with weight decay, then without "
+                  "({right})", got=got, name=name, right=right)
     for earlier, answer in enumerate(REFERENCE.answers[:-1], 1):
         if got == tuple(answer) and _SEQUENCE[earlier - 1] != name:
-            return (f"returned {got} for {name}, which bumps {right} (with weight decay, without): that is the answer "
-                    f"for {_SEQUENCE[earlier - 1]}, {_before(call - earlier)}. Does it remember an "
-                    "earlier answer (a cache keyed on the optimizer's class or on id(make_optimizer), a global)? "
-                    "Measure on every call")
-    return (f"returned {got} for {name}, where one step bumps a parameter's _version {_times(right[0])} with "
-            f"weight_decay=0.01 and {_times(right[1])} without: measure one step() of an optimizer make_optimizer "
-            "builds, on a parameter with a .grad, on every call (an answer remembered from an earlier one is stale)")
+            return tr("returned {got} for {name}, which bumps {right} (with weight decay, without): that is the "
+                      "answer for {other}, {when}. Does it remember an earlier answer (a cache keyed on the "
+                      "optimizer's class or on id(make_optimizer), a global)? Measure on every call", got=got,
+                      name=name, right=right, other=_SEQUENCE[earlier - 1], when=_before(call - earlier))
+    return tr("returned {got} for {name}, where one step bumps a parameter's _version {with_decay} with "
+              "weight_decay=0.01 and {without} without: measure one step() of an optimizer make_optimizer builds, "
+              "on a parameter with a .grad, on every call (an answer remembered from an earlier one is stale)",
+              got=got, name=name, with_decay=_times(right[0]), without=_times(right[1]))
 
 
 def build(situation: Situation) -> World:
@@ -151,10 +155,10 @@ TRIED = ("optimizers SGD, Adam, AdamW, NAdam, RAdam, ASGD, RMSprop, Adagrad and 
 
 
 AXES: tuple = (
-    Axis("optimizer", tuple(CANDIDATES), lambda name: f"make_optimizer building {name}", TRIED),  # this torch's,
-    # when a situation is built (``available``): nothing is built on import
-    Axis("calls", (1, 4), lambda count: f"{count} calls in a row, each with a new make_optimizer (the next "
-         "optimizer of the list, often of the same class)",
+    Axis("optimizer", tuple(CANDIDATES), lambda name: tr("make_optimizer building {name}", name=name), TRIED),
+    # this torch's, when a situation is built (``available``): nothing is built on import
+    Axis("calls", (1, 4), lambda count: tr("{count} calls in a row, each with a new make_optimizer (the next "
+                                           "optimizer of the list, often of the same class)", count=count),
          "4 calls in a row, each with a new make_optimizer, often for another optimizer of the same class"),
 )
 

@@ -12,18 +12,20 @@ from helpers.course.exercises.guard import run_learner
 from helpers.course.exercises.result import CheckResult, failed, passed
 from helpers.course.lesson03_inplace_version.contract import CONTRACT
 from helpers.course.lesson03_inplace_version.optimizers import DecoupledSGD
+from helpers.language import marked, tr
 
 EXERCISE_ID = "bumps_per_step"
 DECAY = 0.01  # the weight decay of the first measurement; the second has none
 
 HINTS = (
-    "A right answer returns a pair of ints that your code measured: the bumps of one step with weight decay, then "
-    "without. The checker tries several optimizers; they differ, and for some the two numbers differ too.",
-    "Every in-place change adds 1 to tensor._version, and an optimizer may change a parameter in place more than "
-    "once per step: decoupled weight decay is one more change. An optimizer skips parameters whose .grad is None.",
-    "Measure twice, once per weight-decay setting: each time make a parameter of your own, give it a gradient, "
-    "build the optimizer on it with make_optimizer (passing that weight decay), read _version before and after one "
-    "step(), and keep the difference. Measure on every call: do not reuse an answer.",
+    marked("A right answer returns a pair of ints that your code measured: the bumps of one step with weight decay, "
+           "then without. The checker tries several optimizers; they differ, and for some the two numbers differ too."),
+    marked("Every in-place change adds 1 to tensor._version, and an optimizer may change a parameter in place more "
+           "than once per step: decoupled weight decay is one more change. An optimizer skips parameters whose .grad "
+           "is None."),
+    marked("Measure twice, once per weight-decay setting: each time make a parameter of your own, give it a "
+           "gradient, build the optimizer on it with make_optimizer (passing that weight decay), read _version before "
+           "and after one step(), and keep the difference. Measure on every call: do not reuse an answer."),
 )
 
 Factory = Callable[..., torch.optim.Optimizer]
@@ -68,35 +70,37 @@ def _diagnose(results: Dict[str, Pair], expected: Dict[str, Pair], order: List[s
     pairs = [(results[name], expected[name]) for name in results]
     flat = [(r, e) for result, want in pairs for r, e in zip(result, want)]
     if all(r == 0 for r, _ in flat):
-        return ("You measured 0 for every optimizer. Did the parameter have a .grad (an optimizer skips parameters "
-                "whose grad is None)? And did you read _version of the parameter itself, not of .data or .grad?")
+        return tr("You measured 0 for every optimizer. Did the parameter have a .grad (an optimizer skips parameters "
+                  "whose grad is None)? And did you read _version of the parameter itself, not of .data or .grad?")
     if all(r == e + 1 for r, e in flat):
-        return ("You measured one bump too many everywhere: return the change in _version over the step, "
-                "not the version itself (nn.Linear's init already bumped the weight once).")
+        return tr("You measured one bump too many everywhere: return the change in _version over the step, not the "
+                  "version itself (nn.Linear's init already bumped the weight once).")
     if all(r == 2 * e for r, e in flat):
-        return "You measured twice the bumps of one step everywhere: did you step twice?"
+        return tr("You measured twice the bumps of one step everywhere: did you step twice?")
     if all(result == (want[1], want[0]) for result, want in pairs):
-        return "Your pairs are the wrong way round: first the bumps with weight decay, then without."
+        return tr("Your pairs are the wrong way round: first the bumps with weight decay, then without.")
     if len(set(results.values())) == 1 and len(set(expected.values())) > 1:
-        return (f"You returned {next(iter(results.values()))} for every optimizer, but they differ: "
-                + ", ".join(f"{name} bumps {want}" for name, want in expected.items())
-                + ". Does your function remember an earlier answer (a cache, a global, a default argument), or "
-                "return fixed numbers? Measure on every call.")
+        bumps = ", ".join(tr("{name} bumps {pair}", name=name, pair=want) for name, want in expected.items())
+        return tr("You returned {pair} for every optimizer, but they differ: {bumps}. Does your function remember an "
+                  "earlier answer (a cache, a global, a default argument), or return fixed numbers? Measure on every "
+                  "call.", pair=next(iter(results.values())), bumps=bumps)
     mixed = [name for name in results if expected[name][0] != expected[name][1]]
     if mixed and all(results[name][0] == results[name][1] for name in mixed):
         name = mixed[0]
-        return (f"For {name} your two numbers are the same, {results[name]}, but with weight decay one step bumps "
-                f"{expected[name][0]} times and without {expected[name][1]}: did you pass weight_decay to "
-                "make_optimizer in each measurement?")
+        return tr("For {name} your two numbers are the same, {pair}, but with weight decay one step bumps "
+                  "{with_decay} times and without {without}: did you pass weight_decay to make_optimizer in each "
+                  "measurement?", name=name, pair=results[name], with_decay=expected[name][0],
+                  without=expected[name][1])
     for index, name in enumerate(order):
         if results[name] != expected[name] and any(results[name] == results[old] for old in order[:index]):
             old = next(old for old in order[:index] if results[name] == results[old])
-            return (f"For {name} you returned {results[name]}, exactly your answer for {old}, but one step of "
-                    f"{name} bumps {expected[name]}. Does your function remember an earlier answer (a cache keyed on "
-                    "the optimizer's class, a global, a default argument), or return fixed numbers? Measure on every "
-                    "call.")
+            return tr("For {name} you returned {pair}, exactly your answer for {old}, but one step of {name} bumps "
+                      "{right}. Does your function remember an earlier answer (a cache keyed on the optimizer's "
+                      "class, a global, a default argument), or return fixed numbers? Measure on every call.",
+                      name=name, pair=results[name], old=old, right=expected[name])
     name = next(n for n in results if results[n] != expected[n])
-    return f"For {name} one step bumps {expected[name]} (with weight decay, without); you returned {results[name]}."
+    return tr("For {name} one step bumps {right} (with weight decay, without); you returned {pair}.", name=name,
+              right=expected[name], pair=results[name])
 
 
 def _as_pair(result: Any) -> Pair:
@@ -114,20 +118,21 @@ def check_bumps_per_step(bumps_per_step: Callable[..., Any]) -> CheckResult:
     for name, factory in optimizer_factories().items():
         expected[name] = measure_pair(factory)
         global_settings = settings()
-        result = run_learner(f"Your function (for {name})", bumps_per_step, factory)
+        result = run_learner(tr("Your function (for {name})", name=name), bumps_per_step, factory)
         problem = settings_change(global_settings)
         if problem is not None:
-            return failed(EXERCISE_ID, f"For {name}, your function {problem}: a measurement must leave global "
-                                       "settings as it found them.")
+            return failed(EXERCISE_ID, tr("For {name}, your function {problem}: a measurement must leave global "
+                                          "settings as it found them.", name=name, problem=problem))
         try:
             results[name] = _as_pair(result)
         except TypeError:
-            return failed(EXERCISE_ID, f"Return a pair of ints (bumps with weight decay, bumps without); for {name} "
-                                       f"you returned {result!r:.80}.")
+            return failed(EXERCISE_ID, tr("Return a pair of ints (bumps with weight decay, bumps without); for {name} "
+                                          "you returned {value}.", name=name, value=f"{result!r:.80}"))
     if results != expected:
         return failed(EXERCISE_ID, _diagnose(results, expected, order))
     measured = ", ".join(f"{name}: {pair}" for name, pair in expected.items())
-    return passed(EXERCISE_ID, f"Right for every optimizer tried (with weight decay, without) - {measured}.")
+    return passed(EXERCISE_ID, tr("Right for every optimizer tried (with weight decay, without) - {measured}.",
+                                  measured=measured))
 
 
 EXERCISE = Exercise(

@@ -16,6 +16,7 @@ from helpers.course.exercises.engine.observe import World
 from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls, shapes
 from helpers.course.exercises.engine.step_watch import optimizer_kinds
 from helpers.course.models import BATCH, HIDDEN, IN_FEATURES, own_term, shared_term
+from helpers.language import marked, tr, translated
 
 Losses = Callable[[torch.Tensor, torch.Tensor], Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
@@ -33,13 +34,16 @@ def asymmetric_losses(o1: torch.Tensor, o2: torch.Tensor) -> Tuple[torch.Tensor,
     return l1, l2, (o1 * o2).mean() + 0.1 * o2.pow(2).mean()
 
 
-LOSSES: Dict[str, Losses] = {"the course's losses": course_losses, "asymmetric losses": asymmetric_losses}
+LOSSES: Dict[str, Losses] = {  # name (shown in a diagnosis) -> losses
+    marked("the course's losses"): course_losses,
+    marked("asymmetric losses"): asymmetric_losses,
+}
 
-MODELS = {  # name -> (widths, head with bias), the same for m1 and m2
-    "the notebook's models": ((IN_FEATURES, HIDDEN, 1), True),
-    "deeper models": ((IN_FEATURES, HIDDEN, 24, 1), True),
-    "narrow models whose heads have no bias": ((IN_FEATURES, 8, 1), False),
-    "heads with 3 outputs": ((IN_FEATURES, HIDDEN, 3), True),
+MODELS = {  # name (shown in a diagnosis) -> (widths, head with bias), the same for m1 and m2
+    marked("the notebook's models"): ((IN_FEATURES, HIDDEN, 1), True),
+    marked("deeper models"): ((IN_FEATURES, HIDDEN, 24, 1), True),
+    marked("narrow models whose heads have no bias"): ((IN_FEATURES, 8, 1), False),
+    marked("heads with 3 outputs"): ((IN_FEATURES, HIDDEN, 3), True),
 }
 
 MakeOptimizer = Callable[[nn.Module], torch.optim.Optimizer]
@@ -50,14 +54,15 @@ def _adamw(params: Any, **settings: Any) -> torch.optim.AdamW:
     return torch.optim.AdamW(params, fused=True if "fused AdamW" in optimizer_kinds() else None, **settings)
 
 
-# name -> (opt1's, opt2's): different kinds for the two models, weight decay on and off. Adam's eps is raised from
-# 1e-8 so that a right answer's round-off in a near-zero gradient cannot flip its step from +lr to -lr.
+# name (shown in a diagnosis) -> (opt1's, opt2's): different kinds for the two models, weight decay on and off.
+# Adam's eps is raised from 1e-8 so that a right answer's round-off in a near-zero gradient cannot flip its step from
+# +lr to -lr.
 OPTIMIZERS: Dict[str, Tuple[MakeOptimizer, MakeOptimizer]] = {
     "SGD": (lambda m: torch.optim.SGD(m.parameters(), lr=0.1), lambda m: torch.optim.SGD(m.parameters(), lr=0.1)),
-    "AdamW (weight decay 0.01) for m1, Adam for m2": (
+    marked("AdamW (weight decay 0.01) for m1, Adam for m2"): (
         lambda m: torch.optim.AdamW(m.parameters(), lr=0.01, weight_decay=0.01, eps=1e-4),
         lambda m: torch.optim.Adam(m.parameters(), lr=0.01, eps=1e-4)),
-    "fused AdamW for m1, SGD with momentum and weight decay for m2": (
+    marked("fused AdamW for m1, SGD with momentum and weight decay for m2"): (
         lambda m: _adamw(m.parameters(), lr=0.01, weight_decay=0.01, eps=1e-4),
         lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, weight_decay=0.01)),
 }
@@ -66,12 +71,12 @@ AXES: tuple = (
     batch(BATCH, 1, 5),
     GRADS,
     MODE,
-    Axis("frozen", FROZEN.values, lambda frozen: "a frozen first layer in each model (requires_grad=False)" if frozen
-         else "no frozen weights", "a frozen first layer in each model"),
+    Axis("frozen", FROZEN.values, lambda frozen: tr("a frozen first layer in each model (requires_grad=False)")
+         if frozen else tr("no frozen weights"), "a frozen first layer in each model"),
     calls(1, 3),
-    Axis("optimizer", tuple(OPTIMIZERS), lambda name: f"optimizers {name}",
+    Axis("optimizer", tuple(OPTIMIZERS), lambda name: tr("optimizers {name}", name=translated(name)),  # "SGD" as is
          "optimizers SGD, Adam, AdamW and fused AdamW, with and without momentum and weight decay"),
-    Axis("losses", tuple(LOSSES), str, "two sets of losses, one of them asymmetric"),
+    Axis("losses", tuple(LOSSES), translated, "two sets of losses, one of them asymmetric"),
     shapes(*MODELS, tried="deeper and narrower models, heads without bias, heads with 3 outputs"),
 )
 

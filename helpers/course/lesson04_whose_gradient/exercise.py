@@ -31,42 +31,49 @@ from helpers.course.exercises.guard import run_step
 from helpers.course.exercises.result import CheckResult, failed, passed
 from helpers.course.lesson04_whose_gradient.contract import CONTRACT, Losses, asymmetric_losses, course_losses
 from helpers.course.models import make_inputs, make_two_models
+from helpers.language import marked, tr, translated
 from helpers.tools.gradients import gradients_of
 
 EXERCISE_ID = "two_model_step"
 STEPS = 3
 
 HINTS = (
-    "A right step gives M1 exactly the gradient of L1 + L_both for M1's parameters, and M2 exactly the gradient of "
-    "L2 + L_both for M2's, all computed before either model changes - and again on the next step, with the next batch.",
-    "loss.backward() adds into .grad of every parameter the loss reaches, and L1 reaches M2 through the shared "
-    "term, L2 reaches M1. L_both is meant to reach both. Stepping a model before another backward passes through it "
-    "changes weights that backward still needs.",
-    "Zero both optimizers, one forward pass through both models, then every backward before any step: restrict the "
-    "backward of each own loss to its own model's trainable weights with inputs= (a frozen weight cannot be named "
-    "there), or use torch.autograd.grad, or detach the other model's output in it; let the joint loss reach both "
-    "models, and keep the graph (retain_graph=True) for every backward but the last. Then step both optimizers you "
-    "were given.",
+    marked("A right step gives M1 exactly the gradient of L1 + L_both for M1's parameters, and M2 exactly the "
+           "gradient of L2 + L_both for M2's, all computed before either model changes - and again on the next step, "
+           "with the next batch."),
+    marked("loss.backward() adds into .grad of every parameter the loss reaches, and L1 reaches M2 through the shared "
+           "term, L2 reaches M1. L_both is meant to reach both. Stepping a model before another backward passes "
+           "through it changes weights that backward still needs."),
+    marked("Zero both optimizers, one forward pass through both models, then every backward before any step: "
+           "restrict the backward of each own loss to its own model's trainable weights with inputs= (a frozen "
+           "weight cannot be named there), or use torch.autograd.grad, or detach the other model's output in it; let "
+           "the joint loss reach both models, and keep the graph (retain_graph=True) for every backward but the "
+           "last. Then step both optimizers you were given."),
 )
 
-# (losses, optimizer kind for M1, for M2): the kinds vary, so an answer cannot rely on plain SGD
+# description (shown in a diagnosis) -> (losses, optimizer kind for M1, for M2): the kinds vary, so an answer cannot
+# rely on plain SGD
 RUNS: Dict[str, Tuple[Losses, str, str]] = {
-    "the course's losses and a joint one, SGD": (course_losses, "SGD", "SGD"),
-    "asymmetric losses, AdamW for M1 and Adam for M2": (asymmetric_losses, "AdamW", "Adam"),
-    "the course's losses, fused AdamW for M1 and SGD with momentum for M2": (course_losses, "fused AdamW",
-                                                                               "SGD with momentum"),
+    marked("the course's losses and a joint one, SGD"): (course_losses, "SGD", "SGD"),
+    marked("asymmetric losses, AdamW for M1 and Adam for M2"): (asymmetric_losses, "AdamW", "Adam"),
+    marked("the course's losses, fused AdamW for M1 and SGD with momentum for M2"): (course_losses, "fused AdamW",
+                                                                                       "SGD with momentum"),
 }
 
-_ERROR_EXPLANATIONS = {  # what error 1 or 2 means in this exercise
-    "inplace-version": (
+_ERROR_EXPLANATIONS = {  # what error 1 or 2 means in this exercise (run_step shows it translated)
+    "inplace-version": marked(
         "A model was stepped while a later backward still needed its old weights: run every backward "
         "before any step."
     ),
-    "backward-twice": (
+    "backward-twice": marked(
         "A backward freed the shared graph that a later one walks again: keep it with retain_graph=True on every "
         "backward but the last, or detach so each loss has its own."
     ),
 }
+
+# the parts a wrong gradient is read as a mixture of, besides the losses' (describe_combination shows them translated)
+PREVIOUS_STEP = marked("the previous step's gradient")
+PREVIOUS_BATCH = marked("the previous batch's gradient")
 
 Grads = List[Optional[torch.Tensor]]
 
@@ -92,35 +99,41 @@ def _diagnose(model: str, recorded: Grads, parts: Dict[str, List[torch.Tensor]],
     should = f"{own} + L_both"
     if all(g is None or not bool(g.abs().sum()) for g in recorded):
         if computed:
-            return (f"{model} was stepped with an empty .grad, although a gradient was computed for it: call "
-                    "zero_grad() before the backward passes, and step() after them.")
-        return f"{model} was stepped with no gradient at all. Did a detach cut {model}'s own output out of {should}?"
+            return tr("{model} was stepped with an empty .grad, although a gradient was computed for it: call "
+                      "zero_grad() before the backward passes, and step() after them.", model=model)
+        return tr("{model} was stepped with no gradient at all. Did a detach cut {model}'s own output out of "
+                  "{should}?", model=model, should=should)
     weights = as_combination(recorded, {**parts, **history})
     if weights is None:
-        return (f"{model}'s gradient is not made of this step's losses: compute every gradient at the current "
-                f"parameters, from this batch, with the losses you are given ({model} should get {should}).")
+        return tr("{model}'s gradient is not made of this step's losses: compute every gradient at the current "
+                  "parameters, from this batch, with the losses you are given ({model} should get {should}).",
+                  model=model, should=should)
     got = describe_combination(weights)
-    if abs(weights.get("the previous step's gradient", 0)) > 1e-3:
-        return (f"{model}'s gradient still contained the previous step's ({got}): gradients pile up. Call "
-                "zero_grad() on both optimizers at the start of each step.")
-    if abs(weights.get("the previous batch's gradient", 0)) > 1e-3:
-        return (f"{model} was stepped with the gradient of the previous batch ({got}): your function remembers an "
-                "earlier call (a cache, a global, a default argument, a closure). Compute from the x1 and x2 it "
-                "is given, every time - a training loop may copy each batch into the same tensors.")
+    if abs(weights.get(PREVIOUS_STEP, 0)) > 1e-3:
+        return tr("{model}'s gradient still contained the previous step's ({got}): gradients pile up. Call "
+                  "zero_grad() on both optimizers at the start of each step.", model=model, got=got)
+    if abs(weights.get(PREVIOUS_BATCH, 0)) > 1e-3:
+        return tr("{model} was stepped with the gradient of the previous batch ({got}): your function remembers an "
+                  "earlier call (a cache, a global, a default argument, a closure). Compute from the x1 and x2 it is "
+                  "given, every time - a training loop may copy each batch into the same tensors.", model=model,
+                  got=got)
     problems = []
     if abs(weights[other]) > 1e-3:
-        problems.append(f"{other} leaked into {model} (through the shared term): restrict {other}'s backward to "
-                        f"{'M2' if model == 'M1' else 'M1'} (inputs=, autograd.grad, or detach {model}'s output in it)")
+        problems.append(tr("{other} leaked into {model} (through the shared term): restrict {other}'s backward to "
+                           "{other_model} (inputs=, autograd.grad, or detach {model}'s output in it)", other=other,
+                           model=model, other_model="M2" if model == "M1" else "M1"))
     if abs(weights["L_both"] - 1) > 1e-3 and abs(weights[own] - 1) < 1e-3:
-        problems.append(f"L_both should reach {model} exactly once: the joint loss trains both models"
+        problems.append(tr("L_both should reach {model} exactly once: the joint loss trains both models", model=model)
                         if abs(weights["L_both"]) > 1e-3 else
-                        f"L_both never reached {model}: the joint loss trains both models, do not restrict or "
-                        "detach it")
+                        tr("L_both never reached {model}: the joint loss trains both models, do not restrict or "
+                           "detach it", model=model))
     if abs(weights[own] - 1) > 1e-3 and abs(weights[own] - weights["L_both"]) < 1e-3:
-        problems.append(f"everything is {weights[own]:.3g} times too large: did you scale a loss, or average?")
+        problems.append(tr("everything is {factor} times too large: did you scale a loss, or average?",
+                           factor=f"{weights[own]:.3g}"))
     elif abs(weights[own] - 1) > 1e-3:
-        problems.append(f"{own} should reach {model} exactly once")
-    return f"{model} was stepped with {got}, but should get 1 x {own} + 1 x L_both. " + "; ".join(problems) + "."
+        problems.append(tr("{own} should reach {model} exactly once", own=own, model=model))
+    return tr("{model} was stepped with {got}, but should get 1 x {own} + 1 x L_both. {problems}.", model=model,
+              got=got, own=own, problems="; ".join(problems))
 
 
 def _check_run(step_function: Callable[..., Any], losses: Losses, kind1: str, kind2: str) -> Optional[str]:
@@ -148,24 +161,19 @@ def _check_run(step_function: Callable[..., Any], losses: Losses, kind1: str, ki
                 hook.remove()
         problem = settings_change(global_settings)  # first: it also puts the settings back
         if problem is not None:
-            return f"On step {step}, your step {problem}."
+            return tr("On step {step}, your step {problem}.", step=step, problem=problem)
         calls = {model: calls_in(record, counts[model]) for model, record in records.items()}
         for model in nets:
             if len(calls[model]) != 1:
-                what = "never stepped" if not calls[model] else f"stepped {len(calls[model])} times"
-                moved = any(not torch.equal(p.detach(), s) for p, s in zip(
-                    (*m1.parameters(), *m2.parameters()), start))
-                extra = (" Yet the weights moved: an optimizer of your own (kept from an earlier call?) or a manual "
-                         "update. Step the optimizers you are given.") if moved and not calls[model] else ""
-                return (f"On step {step}, {model}'s optimizer was {what}; each step should step each optimizer "
-                        f"exactly once.{extra}")
+                return _step_count_problem(step, model, len(calls[model]), any(
+                    not torch.equal(p.detach(), s) for p, s in zip((*m1.parameters(), *m2.parameters()), start)))
         if _moved_outside(m1, m2, start, calls):
-            return (f"On step {step}, the parameters changed other than through the optimizers' step(): an "
-                    "optimizer of your own (kept from an earlier call?) or a manual update. Change weights only "
-                    "with the step() of the optimizers you are given.")
+            return tr("On step {step}, the parameters changed other than through the optimizers' step(): an "
+                      "optimizer of your own (kept from an earlier call?) or a manual update. Change weights only "
+                      "with the step() of the optimizers you are given.", step=step)
         problem = changed(before, {"x1": x1, "x2": x2}, nets, {"opt1": opt1, "opt2": opt2})
         if problem is not None:
-            return f"On step {step}, your step {problem}."
+            return tr("On step {step}, your step {problem}.", step=step, problem=problem)
         for model in nets:
             recorded = calls[model][0].grads
             expected = _expected(parts[model], model)
@@ -173,13 +181,27 @@ def _check_run(step_function: Callable[..., Any], losses: Losses, kind1: str, ki
                 history = {}
                 if previous[model] is not None:
                     old_grads, old_batch = previous[model]
-                    history["the previous step's gradient"] = [torch.zeros_like(e) if g is None else g
+                    history[PREVIOUS_STEP] = [torch.zeros_like(e) if g is None else g
                                                                for g, e in zip(old_grads, expected)]
-                    history["the previous batch's gradient"] = _expected(
+                    history[PREVIOUS_BATCH] = _expected(
                         _parts(*_models_at(start, m1, m2), *old_batch, losses, model), model)
-                return f"On step {step}, " + _diagnose(model, recorded, parts[model], history, model in computed)
+                return tr("On step {step}, {diagnosis}", step=step,
+                          diagnosis=_diagnose(model, recorded, parts[model], history, model in computed))
             previous[model] = (recorded, (x1.clone(), x2.clone()))
     return None
+
+
+def _step_count_problem(step: int, model: str, count: int, moved: bool) -> str:
+    """``model``'s optimizer stepped ``count`` times (not once) on step ``step``; ``moved``: the weights moved."""
+    if count:
+        return tr("On step {step}, {model}'s optimizer was stepped {count} times; each step should step each "
+                  "optimizer exactly once.", step=step, model=model, count=count)
+    if moved:
+        return tr("On step {step}, {model}'s optimizer was never stepped; each step should step each optimizer exactly "
+                  "once. Yet the weights moved: an optimizer of your own (kept from an earlier call?) or a manual "
+                  "update. Step the optimizers you are given.", step=step, model=model)
+    return tr("On step {step}, {model}'s optimizer was never stepped; each step should step each optimizer exactly "
+              "once.", step=step, model=model)
 
 
 def _models_at(start: List[torch.Tensor], m1: nn.Module, m2: nn.Module) -> Tuple[nn.Module, nn.Module]:
@@ -206,10 +228,12 @@ def check_two_model_step(step_function: Callable[..., Any]) -> CheckResult:
     for description, (losses, kind1, kind2) in RUNS.items():
         diagnosis = _check_run(step_function, losses, kind1, kind2)
         if diagnosis is not None:
-            return failed(EXERCISE_ID, f"With {description}: {diagnosis}")
-    return passed(EXERCISE_ID, f"For {STEPS} consecutive steps in each of {len(RUNS)} runs (two sets of losses; SGD, "
-                               "Adam, AdamW, fused AdamW), M1 was stepped with exactly the gradient of L1 + L_both and "
-                               "M2 with exactly that of L2 + L_both, all taken before either model changed.")
+            return failed(EXERCISE_ID, tr("With {run}: {diagnosis}", run=translated(description),
+                                          diagnosis=diagnosis))
+    return passed(EXERCISE_ID, tr("For {steps} consecutive steps in each of {runs} runs (two sets of losses; SGD, "
+                                  "Adam, AdamW, fused AdamW), M1 was stepped with exactly the gradient of L1 + L_both "
+                                  "and M2 with exactly that of L2 + L_both, all taken before either model changed.",
+                                  steps=STEPS, runs=len(RUNS)))
 
 
 EXERCISE = Exercise(

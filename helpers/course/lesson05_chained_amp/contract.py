@@ -41,10 +41,11 @@ from helpers.course.lesson05_chained_amp.chain import (
     chain_losses,
     fused_adamw_supported,
 )
+from helpers.language import marked, tr, translated
 
-MODULES = {  # name -> (tenc's widths, unet's hidden width and GroupNorm groups)
-    "the notebook's modules (a GELU for unet's ReLU)": ((TEXT_FEATURES, 32, HIDDEN_STATE), (64, 8)),
-    "a deeper tenc and a narrower unet": ((TEXT_FEATURES, 24, 24, HIDDEN_STATE), (32, 4)),
+MODULES = {  # name (shown in a diagnosis) -> (tenc's widths, unet's hidden width and GroupNorm groups)
+    marked("the notebook's modules (a GELU for unet's ReLU)"): ((TEXT_FEATURES, 32, HIDDEN_STATE), (64, 8)),
+    marked("a deeper tenc and a narrower unet"): ((TEXT_FEATURES, 24, 24, HIDDEN_STATE), (32, 4)),
 }
 
 
@@ -73,43 +74,56 @@ def _adamw(lr: float, weight_decay: float) -> Make:
 
 
 EPS = 1e-3
-OPTIMIZERS: Dict[str, Tuple[Make, Make]] = {  # name -> (opt_tenc's, opt_unet's)
-    "fused AdamW for both (where this device has it)": (_adamw(1e-3, 1e-3), _adamw(1e-3, 1e-2)),
-    "AdamW for tenc, SGD with momentum for unet": (
+OPTIMIZERS: Dict[str, Tuple[Make, Make]] = {  # name (shown in a diagnosis) -> (opt_tenc's, opt_unet's)
+    marked("fused AdamW for both (where this device has it)"): (_adamw(1e-3, 1e-3), _adamw(1e-3, 1e-2)),
+    marked("AdamW for tenc, SGD with momentum for unet"): (
         lambda m, d: torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=1e-3, eps=EPS),
         lambda m, d: torch.optim.SGD(m.parameters(), lr=0.005, momentum=0.9)),
-    "SGD for both, weight decay on unet's": (
+    marked("SGD for both, weight decay on unet's"): (
         lambda m, d: torch.optim.SGD(m.parameters(), lr=0.01),
         lambda m, d: torch.optim.SGD(m.parameters(), lr=0.005, weight_decay=0.01)),
 }
 
-SCALERS = {  # name -> (init_scale, growth_interval)
-    "a GradScaler at scale 4": (4.0, 10**6),
-    "a GradScaler at scale 1024 that doubles after every 2 good steps": (1024.0, 2),
+SCALERS = {  # name (shown in a diagnosis) -> (init_scale, growth_interval)
+    marked("a GradScaler at scale 4"): (4.0, 10**6),
+    marked("a GradScaler at scale 1024 that doubles after every 2 good steps"): (1024.0, 2),
 }
 
 NO_CLIP = 1000.0
 CLIPS = ("only unet clipped", "both modules clipped", "no clipping")
-_CLIP_WORDS = {"both modules clipped": "max_norm below both modules' gradient norms",
-               "only unet clipped": "max_norm between tenc's gradient norm and unet's (only unet's is clipped)",
-               "no clipping": f"max_norm = {NO_CLIP:g}, so large that clipping does not act"}
+
+
+def _clip_words(clip: str) -> str:
+    """What ``clip`` (one of ``CLIPS``) sets ``max_norm`` to, for a diagnosis."""
+    if clip == "both modules clipped":
+        return tr("max_norm below both modules' gradient norms")
+    if clip == "only unet clipped":
+        return tr("max_norm between tenc's gradient norm and unet's (only unet's is clipped)")
+    return tr("max_norm = {max_norm}, so large that clipping does not act", max_norm=f"{NO_CLIP:g}")
+
+
+def _overflow_words(when: str) -> str:
+    """Where ``when`` (one of ``OVERFLOWS``) puts an inf, for a diagnosis."""
+    if when == "first":
+        return tr("an inf in tenc's gradient on the first call")
+    return tr("an inf in tenc's gradient on the last call") if when == "last" else tr("no overflow")
 
 OVERFLOWS = ("none", "first", "last")
 
 AXES: tuple = (
     batch(BATCH, 1, 5),
-    Axis("clip", CLIPS, _CLIP_WORDS.__getitem__, "max_norm below, between and above the modules' gradient norms"),
-    Axis("overflow", OVERFLOWS, lambda when: "no overflow" if when == "none" else f"an inf in tenc's gradient on the "
-         f"{when} call", "an inf in tenc's gradient on the first or the last call"),
+    Axis("clip", CLIPS, _clip_words, "max_norm below, between and above the modules' gradient norms"),
+    Axis("overflow", OVERFLOWS, _overflow_words, "an inf in tenc's gradient on the first or the last call"),
     # filled first: Adam's first step hardly depends on the gradient's size, so a gradient left in .grad shows under
     # the optimizer axis's SGD with momentum only when .grad was filled there too
     Axis("grads", ("filled", "none", "zero"), GRADS.describe, GRADS.tried),
     MODE,
-    Axis("frozen", FROZEN.values, lambda frozen: "tenc's first layer frozen (requires_grad=False)" if frozen
-         else "no frozen weights", "tenc's first layer frozen"),
+    Axis("frozen", FROZEN.values, lambda frozen: tr("tenc's first layer frozen (requires_grad=False)") if frozen
+         else tr("no frozen weights"), "tenc's first layer frozen"),
     calls(1, 3),
-    Axis("optimizer", tuple(OPTIMIZERS), str, "optimizers fused AdamW, AdamW, SGD, SGD with momentum, weight decay"),
-    Axis("scaler", tuple(SCALERS), str, "GradScalers at scale 4 and at 1024 growing every 2 steps"),
+    Axis("optimizer", tuple(OPTIMIZERS), translated,
+         "optimizers fused AdamW, AdamW, SGD, SGD with momentum, weight decay"),
+    Axis("scaler", tuple(SCALERS), translated, "GradScalers at scale 4 and at 1024 growing every 2 steps"),
     shapes(*MODULES, tried="a deeper tenc and a narrower unet"),
 )
 
@@ -135,7 +149,9 @@ def _max_norm(clip: str, norms: Callable[[], Tuple[float, float]]) -> float:
     return 0.5 * low if clip == "both modules clipped" else math.sqrt(low * high)
 
 
-UNDER_AUTOCAST = "whether every forward pass of unet ran under torch.autocast(x.device.type)"
+# what the world observes besides the modules and optimizers (named in a diagnosis when it differs)
+SCALER_STATE = marked("the scaler's scale and growth tracker")
+UNDER_AUTOCAST = marked("whether every forward pass of unet ran under torch.autocast(x.device.type)")
 
 
 def build(situation: Situation) -> World:
@@ -184,7 +200,7 @@ def build(situation: Situation) -> World:
     return World(args=(tenc, unet, opt_tenc, opt_unet, scaler, data["x"], data["target"], data["mask"], max_norm),
                  modules={"tenc": tenc, "unet": unet}, optimizers={"opt_tenc": opt_tenc, "opt_unet": opt_unet},
                  inputs=data, refill=refill, freezable=[],
-                 extra={"the scaler's scale and growth tracker": lambda: _scale_and_tracker(scaler),
+                 extra={SCALER_STATE: lambda: _scale_and_tracker(scaler),
                         UNDER_AUTOCAST: lambda: all(forward_modes)})
 
 
@@ -212,7 +228,7 @@ CONTRACT = Contract(
     build=build,
     axes=AXES,
     may_change=(*training_step(("tenc", "unet"), ("opt_tenc", "opt_unet")),
-                Change("the scaler's scale and growth tracker", ("extra",)), Change(UNDER_AUTOCAST, ("extra",))),
+                Change(SCALER_STATE, ("extra",)), Change(UNDER_AUTOCAST, ("extra",))),
     tolerance=TOLERANCE,
     returns=returns_nothing,
     tried_extra=(TRAINING_STEP_TRIED,),

@@ -37,6 +37,7 @@ from helpers.course.lesson05_chained_amp.chain import (
     make_unet,
 )
 from helpers.course.lesson05_chained_amp.contract import CONTRACT, autocast_on
+from helpers.language import marked, tr, translated
 
 EXERCISE_ID = "chained_amp_step"
 STEPS = 3
@@ -46,18 +47,22 @@ SCALE = 4.0  # the GradScaler's scale: a clip before unscale_ and a leftover gra
 CLIP_SHARE = 0.5  # max_norm as a share of the smaller module's gradient norm: clipping changes both steps
 
 HINTS = (
-    "A right step gives tenc the gradient of loss_tenc and unet the gradient of loss_tenc + loss_unet, each clipped "
-    "to total norm max_norm after unscaling, with no error 1; calls scaler.update() once; and on a step where tenc's "
-    "gradient holds an inf, leaves tenc as it was, steps unet, and the scale shrinks.",
-    "The path from loss_tenc back to tenc runs through unet, so the first backward passes through unet and frees "
-    "its saved tensors unless you keep them. loss_unet reaches tenc too, unless you restrict it. And clip_grad_norm_ "
-    "reads whatever .grad holds: before unscale_, that is the gradient times the scale.",
-    "Zero both optimizers; one forward pass under torch.autocast(x.device.type); the backward of the scaled "
-    "loss_tenc reaching both modules and keeping the graph, then the backward of the scaled loss_unet restricted "
-    "with inputs= to unet; then, for each optimizer, scaler.unscale_ followed by clip_grad_norm_ on that module's "
-    "parameters; then scaler.step for each optimizer (it skips one whose gradients hold inf or NaN), and "
-    "scaler.update() once, last.",
+    marked("A right step gives tenc the gradient of loss_tenc and unet the gradient of loss_tenc + loss_unet, each "
+           "clipped to total norm max_norm after unscaling, with no error 1; calls scaler.update() once; and on a step "
+           "where tenc's gradient holds an inf, leaves tenc as it was, steps unet, and the scale shrinks."),
+    marked("The path from loss_tenc back to tenc runs through unet, so the first backward passes through unet and "
+           "frees its saved tensors unless you keep them. loss_unet reaches tenc too, unless you restrict it. And "
+           "clip_grad_norm_ reads whatever .grad holds: before unscale_, that is the gradient times the scale."),
+    marked("Zero both optimizers; one forward pass under torch.autocast(x.device.type); the backward of the scaled "
+           "loss_tenc reaching both modules and keeping the graph, then the backward of the scaled loss_unet "
+           "restricted with inputs= to unet; then, for each optimizer, scaler.unscale_ followed by clip_grad_norm_ on "
+           "that module's parameters; then scaler.step for each optimizer (it skips one whose gradients hold inf or "
+           "NaN), and scaler.update() once, last."),
 )
+
+# the parts a wrong gradient is read as a mixture of, besides the losses' (describe_combination shows them translated)
+PREVIOUS_STEP = marked("the previous step's gradient")
+PREVIOUS_BATCH = marked("the previous batch's gradient")
 
 
 class _Recorder:
@@ -129,63 +134,72 @@ def _diagnose(module: str, recorded: List[Optional[torch.Tensor]], parts: Dict[s
     """What ``module`` was stepped with, read as a mixture of the two losses' gradients times one factor."""
     should = "loss_tenc" if module == "tenc" else "loss_tenc + loss_unet"
     if all(g is None or not bool(g.abs().sum()) for g in recorded):
-        return f"{module} was stepped with no gradient at all (should get {should})."
+        return tr("{module} was stepped with no gradient at all (should get {should}).", module=module, should=should)
     weights = as_combination(recorded, {**parts, **history}, tolerance=2e-2)
     if weights is None:
-        return (f"{module}'s gradient is not made of this step's losses: run the forward pass under "
-                f"torch.autocast(x.device.type) on this batch, and compute every gradient before any module changes.")
+        return tr("{module}'s gradient is not made of this step's losses: run the forward pass under "
+                  "torch.autocast(x.device.type) on this batch, and compute every gradient before any module "
+                  "changes.", module=module)
     got = describe_combination(weights)
-    if abs(weights.get("the previous step's gradient", 0)) > 1e-3:
-        return (f"{module}'s gradient still held the previous step's ({got}): call zero_grad() on both optimizers "
-                "at the start of each step.")
-    if abs(weights.get("the previous batch's gradient", 0)) > 1e-3:
-        return (f"{module} was stepped with the gradient of the previous batch ({got}): your function remembers an "
-                "earlier call (a cache, a global, a closure). Use the x, target and mask it is given, every time.")
+    if abs(weights.get(PREVIOUS_STEP, 0)) > 1e-3:
+        return tr("{module}'s gradient still held the previous step's ({got}): call zero_grad() on both optimizers "
+                  "at the start of each step.", module=module, got=got)
+    if abs(weights.get(PREVIOUS_BATCH, 0)) > 1e-3:
+        return tr("{module} was stepped with the gradient of the previous batch ({got}): your function remembers an "
+                  "earlier call (a cache, a global, a closure). Use the x, target and mask it is given, every time.",
+                  module=module, got=got)
     a, b = weights["loss_tenc"], weights["loss_unet"]
     if module == "tenc" and abs(b) > 1e-3 * max(abs(a), 1e-12):
-        return (f"tenc was stepped with {got} (up to clipping), but only loss_tenc trains tenc: loss_unet leaked "
-                "into it. Restrict loss_unet's backward to unet's parameters.")
+        return tr("tenc was stepped with {got} (up to clipping), but only loss_tenc trains tenc: loss_unet leaked "
+                  "into it. Restrict loss_unet's backward to unet's parameters.", got=got)
     if module == "unet" and abs(a - b) > 2e-2 * max(abs(a), abs(b)):
-        missing = "loss_tenc" if abs(a) < 1e-3 * abs(b) else "loss_unet" if abs(b) < 1e-3 * abs(a) else None
-        why = (f"{missing} never reached unet: " + ("loss_tenc trains unet too (end to end): do not restrict its "
-                                                    "backward to tenc" if missing == "loss_tenc" else
-                                                    "give unet loss_unet's gradient")) if missing else "mixed unevenly"
-        return f"unet was stepped with {got} (up to clipping), but should get loss_tenc + loss_unet: {why}."
+        if abs(a) < 1e-3 * abs(b):
+            return tr("unet was stepped with {got} (up to clipping), but should get loss_tenc + loss_unet: loss_tenc "
+                      "never reached unet: loss_tenc trains unet too (end to end): do not restrict its backward to "
+                      "tenc.", got=got)
+        if abs(b) < 1e-3 * abs(a):
+            return tr("unet was stepped with {got} (up to clipping), but should get loss_tenc + loss_unet: loss_unet "
+                      "never reached unet: give unet loss_unet's gradient.", got=got)
+        return tr("unet was stepped with {got} (up to clipping), but should get loss_tenc + loss_unet: mixed "
+                  "unevenly.", got=got)
     own = _own(parts, module)
     norm, got_norm = _norm(own), abs(a) * _norm(own)
     expected_norm = min(norm, max_norm)
     if abs(got_norm - norm) < 1e-2 * norm and norm > max_norm:
-        return (f"{module}'s gradient was not clipped: its norm is {norm:.3g}, above max_norm = {max_norm:.3g}. "
-                "Clip each module's gradient with clip_grad_norm_, after scaler.unscale_ for its optimizer.")
+        return tr("{module}'s gradient was not clipped: its norm is {norm}, above max_norm = {max_norm}. Clip each "
+                  "module's gradient with clip_grad_norm_, after scaler.unscale_ for its optimizer.", module=module,
+                  norm=f"{norm:.3g}", max_norm=f"{max_norm:.3g}")
     if abs(got_norm - expected_norm / SCALE) < 1e-2 * expected_norm / SCALE:
-        return (f"{module}'s gradient was clipped before it was unscaled: clip_grad_norm_ saw the gradient times the "
-                f"scale ({SCALE:g}), so after unscaling its norm is {got_norm:.3g}, not {expected_norm:.3g}. Call "
-                "scaler.unscale_(optimizer) first, then clip.")
+        return tr("{module}'s gradient was clipped before it was unscaled: clip_grad_norm_ saw the gradient times the "
+                  "scale ({scale}), so after unscaling its norm is {norm}, not {expected}. Call "
+                  "scaler.unscale_(optimizer) first, then clip.", module=module, scale=f"{SCALE:g}",
+                  norm=f"{got_norm:.3g}", expected=f"{expected_norm:.3g}")
     joint = norm * min(1.0, max_norm / joint_norm)
     if abs(got_norm - joint) < 1e-2 * joint:
-        return (f"{module}'s gradient was clipped together with the other module's (one total norm over both): "
-                "clip each module's parameters on their own, to max_norm each.")
+        return tr("{module}'s gradient was clipped together with the other module's (one total norm over both): "
+                  "clip each module's parameters on their own, to max_norm each.", module=module)
     if abs(got_norm - SCALE * expected_norm) < 1e-2 * SCALE * expected_norm:
-        return (f"{module} was stepped with gradients still multiplied by the scaler's scale: step through "
-                "scaler.step(optimizer), after scaler.unscale_(optimizer).")
-    return (f"{module} was stepped with {got_norm / max(expected_norm, 1e-12):.3g} times the right gradient ({should}, "
-            "clipped to max_norm): did you scale a loss, or clip to another norm?")
+        return tr("{module} was stepped with gradients still multiplied by the scaler's scale: step through "
+                  "scaler.step(optimizer), after scaler.unscale_(optimizer).", module=module)
+    return tr("{module} was stepped with {factor} times the right gradient ({should}, clipped to max_norm): did you "
+              "scale a loss, or clip to another norm?", module=module,
+              factor=f"{got_norm / max(expected_norm, 1e-12):.3g}", should=should)
 
 
-_ERROR_EXPLANATIONS = {  # what error 1 or 2 (or a GradScaler error) means in this exercise
-    "backward-twice": (
+_ERROR_EXPLANATIONS = {  # what error 1 or 2 (or a GradScaler error) means here (run_step shows it translated)
+    "backward-twice": marked(
         "The path from loss_tenc to tenc runs through unet, so the first backward freed unet's part "
         "of the graph: pass retain_graph=True to it."
     ),
-    "No inf checks were recorded prior to update": (
+    "No inf checks were recorded prior to update": marked(
         "scaler.update() found no scaler.step() since the last update: a second update() in one step, "
         "or optimizer.step() instead of scaler.step(optimizer). Step both through the scaler, then "
         "update() once."
     ),
-    "No inf checks were recorded for this optimizer": (
+    "No inf checks were recorded for this optimizer": marked(
         "scaler.step() found no gradients: did zero_grad() run between backward and scaler.step?"
     ),
-    "inplace-version": (
+    "inplace-version": marked(
         "unet was stepped before tenc's backward, which passes through unet's weights: step unet "
         "after it."
     ),
@@ -195,20 +209,23 @@ _ERROR_EXPLANATIONS = {  # what error 1 or 2 (or a GradScaler error) means in th
 def _order_problem(events: List[str], step: int) -> Optional[str]:
     """What is wrong with the order of this step's events, if anything."""
     if events.count("update") != 1:
-        return (f"On step {step}, scaler.update() was called {events.count('update')} times; call it exactly once "
-                "per step, after both optimizers stepped.")
+        return tr("On step {step}, scaler.update() was called {count} times; call it exactly once per step, after "
+                  "both optimizers stepped.", step=step, count=events.count("update"))
     for module in ("tenc", "unet"):
         calls = events.count(f"step {module}")
+        if calls == 0:
+            return tr("On step {step}, {module}'s optimizer was never stepped; step each optimizer once per step, "
+                      "through scaler.step(optimizer).", step=step, module=module)
         if calls != 1:
-            what = "never stepped" if calls == 0 else f"stepped {calls} times"
-            return (f"On step {step}, {module}'s optimizer was {what}; step each optimizer once per step, through "
-                    "scaler.step(optimizer).")
+            return tr("On step {step}, {module}'s optimizer was stepped {count} times; step each optimizer once per "
+                      "step, through scaler.step(optimizer).", step=step, module=module, count=calls)
     if events.index("update") < max(events.index("step tenc"), events.index("step unet")):
-        return f"On step {step}, scaler.update() ran before both optimizers had stepped: call it last."
+        return tr("On step {step}, scaler.update() ran before both optimizers had stepped: call it last.", step=step)
     if "tenc gradient" in events and events.index("step unet") < len(events) - 1 - events[::-1].index("tenc gradient"):
-        return (f"On step {step}, unet was stepped before tenc's backward, which passes through unet and needs "
-                "its weights as they were (GroupNorm's weight is saved as it is, under autocast too). That is error "
-                "2 or, with an optimizer that bumps no version, a wrong gradient. Step unet after every backward.")
+        return tr("On step {step}, unet was stepped before tenc's backward, which passes through unet and needs its "
+                  "weights as they were (GroupNorm's weight is saved as it is, under autocast too). That is error 2 "
+                  "or, with an optimizer that bumps no version, a wrong gradient. Step unet after every backward.",
+                  step=step)
     return None
 
 
@@ -221,7 +238,8 @@ def _make_optimizers(tenc: nn.Module, unet: nn.Module, run: int, device: torch.d
             torch.optim.SGD(unet.parameters(), lr=0.05, momentum=0.9))
 
 
-RUNS = ("fused AdamW for both (where this device has it)", "AdamW for tenc, SGD with momentum for unet")
+RUNS = (marked("fused AdamW for both (where this device has it)"),  # shown in a diagnosis
+        marked("AdamW for tenc, SGD with momentum for unet"))
 
 
 def _inf_problem(step: int, tenc: nn.Module, before: List[torch.Tensor], scale_before: float,
@@ -229,19 +247,21 @@ def _inf_problem(step: int, tenc: nn.Module, before: List[torch.Tensor], scale_b
                  unet_count: int) -> Optional[str]:
     """On the overflow step: tenc left alone, unet stepped, the scale shrunk."""
     tenc_after = [p.detach() for p in tenc.parameters()]
-    if not all(torch.isfinite(p).all() for p in tenc_after) or any(
-            not torch.equal(a, b) for a, b in zip(tenc_after, before[:len(tenc_after)])):
-        return (f"On step {step}, tenc's gradient held an inf (an overflow), but tenc's weights changed"
-                f"{' to inf/NaN' if not all(torch.isfinite(p).all() for p in tenc_after) else ''}: that step must "
-                "be skipped. Step through scaler.step(optimizer), which skips an optimizer whose gradients hold inf "
-                "or NaN - not optimizer.step().")
+    if not all(torch.isfinite(p).all() for p in tenc_after):
+        return tr("On step {step}, tenc's gradient held an inf (an overflow), but tenc's weights changed to inf/NaN: "
+                  "that step must be skipped. Step through scaler.step(optimizer), which skips an optimizer whose "
+                  "gradients hold inf or NaN - not optimizer.step().", step=step)
+    if any(not torch.equal(a, b) for a, b in zip(tenc_after, before[:len(tenc_after)])):
+        return tr("On step {step}, tenc's gradient held an inf (an overflow), but tenc's weights changed: that step "
+                  "must be skipped. Step through scaler.step(optimizer), which skips an optimizer whose gradients "
+                  "hold inf or NaN - not optimizer.step().", step=step)
     if len(unet_record.records) == unet_count:
-        return (f"On step {step}, tenc's gradient held an inf, and unet's step was skipped too: the scaler skips only "
-                "the optimizer whose own gradients hold inf or NaN. Step both through scaler.step.")
+        return tr("On step {step}, tenc's gradient held an inf, and unet's step was skipped too: the scaler skips "
+                  "only the optimizer whose own gradients hold inf or NaN. Step both through scaler.step.", step=step)
     if events.count("update") != 1 or scaler.get_scale() >= scale_before:
-        return (f"On step {step}, tenc's gradient held an inf, but the scale did not shrink "
-                f"({scale_before:g} -> {scaler.get_scale():g}): call scaler.update() once on every step, this one "
-                "too - it lowers the scale after an overflow.")
+        return tr("On step {step}, tenc's gradient held an inf, but the scale did not shrink ({before} -> {after}): "
+                  "call scaler.update() once on every step, this one too - it lowers the scale after an overflow.",
+                  step=step, before=f"{scale_before:g}", after=f"{scaler.get_scale():g}")
     return None
 
 
@@ -290,10 +310,10 @@ def _check_run(step_function: Callable[..., Any], run: int, device: torch.device
             overflow["on"] = False
             problem = settings_change(global_settings)  # first: it also puts the settings back
             if problem is not None:
-                return f"On step {step}, your step {problem}."
+                return tr("On step {step}, your step {problem}.", step=step, problem=problem)
             if not forward_modes or not all(forward_modes):
-                return (f"On step {step}, the forward pass ran without autocast: run it inside "
-                        "`with torch.autocast(x.device.type):`.")
+                return tr("On step {step}, the forward pass ran without autocast: run it inside "
+                          "`with torch.autocast(x.device.type):`.", step=step)
             if step == INF_STEP:
                 problem = _inf_problem(step, tenc, start, scale_before, scaler, events, records["unet"],
                                        counts["unet"])
@@ -305,7 +325,7 @@ def _check_run(step_function: Callable[..., Any], run: int, device: torch.device
             problem = changed(state, {"x": x, "target": target, "mask": mask}, {"tenc": tenc, "unet": unet},
                               {"opt_tenc": opt_tenc, "opt_unet": opt_unet})
             if problem is not None:
-                return f"On step {step}, your step {problem}."
+                return tr("On step {step}, your step {problem}.", step=step, problem=problem)
             for module, record in records.items():
                 if step == INF_STEP and module == "tenc":
                     continue
@@ -314,11 +334,11 @@ def _check_run(step_function: Callable[..., Any], run: int, device: torch.device
                     history = {}
                     if previous[module] is not None:
                         old, old_batch = previous[module]
-                        history["the previous step's gradient"] = old
-                        history["the previous batch's gradient"] = _own(
+                        history[PREVIOUS_STEP] = old
+                        history[PREVIOUS_BATCH] = _own(
                             _loss_grads(*_at(tenc, unet, start), *old_batch)[module], module)
-                    return f"On step {step}, " + _diagnose(module, recorded, parts[module], history, max_norm,
-                                                           joint_norm)
+                    return tr("On step {step}, {diagnosis}", step=step, diagnosis=_diagnose(
+                        module, recorded, parts[module], history, max_norm, joint_norm))
                 previous[module] = ([g.clone() for g in recorded], (x.clone(), target.clone(), mask.clone()))
     finally:
         for hook in hooks:
@@ -341,12 +361,13 @@ def check_chained_amp_step(step_function: Callable[..., Any], device: Optional[t
     for run, description in enumerate(RUNS):
         diagnosis = _check_run(step_function, run, device)
         if diagnosis is not None:
-            return failed(EXERCISE_ID, f"With {description}: {diagnosis}")
-    return passed(EXERCISE_ID, f"For {STEPS} steps on {device.type} with two sets of optimizers (GradScaler, "
-                               "autocast), tenc was stepped with the gradient of loss_tenc and unet with that of "
-                               "loss_tenc + loss_unet, each clipped to max_norm after unscaling (within 1%), in a "
-                               "safe order; on the step with an inf in tenc's gradient, tenc was left alone, unet "
-                               "stepped and the scale shrank.")
+            return failed(EXERCISE_ID, tr("With {run}: {diagnosis}", run=translated(description),
+                                          diagnosis=diagnosis))
+    return passed(EXERCISE_ID, tr("For {steps} steps on {device} with two sets of optimizers (GradScaler, autocast), "
+                                  "tenc was stepped with the gradient of loss_tenc and unet with that of loss_tenc + "
+                                  "loss_unet, each clipped to max_norm after unscaling (within 1%), in a safe order; "
+                                  "on the step with an inf in tenc's gradient, tenc was left alone, unet stepped and "
+                                  "the scale shrank.", steps=STEPS, device=device.type))
 
 
 EXERCISE = Exercise(

@@ -11,21 +11,24 @@ import torch
 from helpers.course.exercises.engine.build import refill_with, seeded
 from helpers.course.exercises.engine.contract import Contract, returns_nothing, training_step
 from helpers.course.exercises.engine.observe import World
-from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls, shapes
+from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls
 from helpers.course.lesson06_bug_clinic.actor_critic import BATCH, N_ACTIONS, STATE_FEATURES, ActorCritic
 from helpers.course.lesson06_bug_clinic.step_contract import (
     COMPARED_AFTER,
     OPTIMIZERS_TRIED,
     make_optimizer,
+    model_variants,
+    optimizer_words,
 )
 from helpers.course.seeds import fresh
+from helpers.language import marked, tr
 
 EXERCISE_ID = "actor_critic_step"
 OPTIMIZER_NAMES = ("opt_trunk", "opt_actor", "opt_critic")
 
 MODELS = {  # name -> ActorCritic's sizes
-    "the notebook's network": {},
-    "a wider trunk and 5 actions": {"hidden": 32, "n_actions": 5},
+    marked("the notebook's network"): {},
+    marked("a wider trunk and 5 actions"): {"hidden": 32, "n_actions": 5},
 }
 
 OPTIMIZERS = (  # fused where this torch has it (make_optimizer)
@@ -39,11 +42,14 @@ AXES: tuple = (
     MODE,
     FROZEN,
     calls(1, 3),
-    Axis("coefficients", COEFFICIENTS, lambda c: f"value_coef={c[0]:g} and entropy_coef={c[1]:g}",
+    Axis("coefficients", COEFFICIENTS, lambda c: tr("value_coef={value_coef} and entropy_coef={entropy_coef}",
+                                                    value_coef=f"{c[0]:g}", entropy_coef=f"{c[1]:g}"),
          "other value_coef and entropy_coef"),
-    Axis("optimizer", OPTIMIZERS, lambda k: f"the trunk stepped by {k[0]}, the actor head by {k[1]}, the critic "
-         f"head by {k[2]}", OPTIMIZERS_TRIED),
-    shapes(*MODELS, tried="a wider trunk and 5 actions"),
+    Axis("optimizer", OPTIMIZERS, lambda k: tr("the trunk stepped by {trunk}, the actor head by {actor}, the critic "
+                                               "head by {critic}", trunk=optimizer_words(k[0]),
+                                               actor=optimizer_words(k[1]), critic=optimizer_words(k[2])),
+         OPTIMIZERS_TRIED),
+    model_variants(MODELS, tried="a wider trunk and 5 actions"),
 )
 
 

@@ -44,12 +44,14 @@ from helpers.course.lesson06_bug_clinic.actor_critic import (
     part_of,
 )
 from helpers.course.lesson06_bug_clinic.actor_critic_contract import CONTRACT
+from helpers.language import marked, tr, translated
 
 EXERCISE_ID = "actor_critic_step"
 STEPS = 3
 PARTS = ("trunk", "actor", "critic")
 OPTIMIZER_NAMES = {"trunk": "opt_trunk", "actor": "opt_actor", "critic": "opt_critic"}
-PART_WORDS = {"trunk": "the shared trunk", "actor": "the actor head", "critic": "the critic head"}
+PART_WORDS = {"trunk": marked("the shared trunk"), "actor": marked("the actor head"),  # shown with part_words
+              "critic": marked("the critic head")}
 
 
 @dataclass(frozen=True)
@@ -73,31 +75,36 @@ SESSIONS = (
 )
 
 HINTS = (
-    "Usually nothing fails: the update runs, and a part is stepped with the wrong gradient - the critic head pushed "
-    "by the actor's loss, the actor head without the entropy bonus, a term with the wrong weight or sign - or a "
-    "backward between two steps raises error 1 or 2, or the shared trunk is stepped twice.",
-    "advantage = returns - value carries the value's graph, so without a detach the actor's loss pushes the critic "
-    "head; the entropy is not a target but a term to maximise, so a detach there removes the bonus; a coefficient "
-    "on the wrong term, or a sign, changes what each part learns; a step between two backward passes moves weights "
-    "the next one still needs.",
-    "One forward pass. Detach the advantage and nothing else. The entropy is that of the Categorical distribution "
-    "of the logits, averaged over the batch. Build one total loss with the coefficients (the entropy subtracted), "
-    "zero all three optimizers, one backward, then step each of the three once.",
+    marked("Usually nothing fails: the update runs, and a part is stepped with the wrong gradient - the critic head "
+           "pushed by the actor's loss, the actor head without the entropy bonus, a term with the wrong weight or "
+           "sign - or a backward between two steps raises error 1 or 2, or the shared trunk is stepped twice."),
+    marked("advantage = returns - value carries the value's graph, so without a detach the actor's loss pushes the "
+           "critic head; the entropy is not a target but a term to maximise, so a detach there removes the bonus; a "
+           "coefficient on the wrong term, or a sign, changes what each part learns; a step between two backward "
+           "passes moves weights the next one still needs."),
+    marked("One forward pass. Detach the advantage and nothing else. The entropy is that of the Categorical "
+           "distribution of the logits, averaged over the batch. Build one total loss with the coefficients (the "
+           "entropy subtracted), zero all three optimizers, one backward, then step each of the three once."),
 )
 
 _ERROR_EXPLANATIONS = {  # what error 1 or 2 means in this exercise
-    "inplace-version": (
+    "inplace-version": marked(
         "A backward ran after a step had changed weights its graph saved - usually the critic head's weight, "
         "which the actor's loss reaches through an undetached advantage, or a head stepped between two backward "
         "passes. Do every backward first, then the three steps."
     ),
-    "backward-twice": (
+    "backward-twice": marked(
         "A first backward freed the graph of the shared trunk before another loss used it. Build one total loss "
         "and do one backward."
     ),
 }
 
 Grads = Dict[str, torch.Tensor]
+
+
+def part_words(part: str) -> str:
+    """How a diagnosis names ``part`` ("the shared trunk"), in the chosen language."""
+    return translated(PART_WORDS[part])
 
 
 def term_gradients(model: ActorCritic, states: torch.Tensor, actions: torch.Tensor,
@@ -155,47 +162,64 @@ def _near(a: float, b: float) -> bool:
 def _explain_fit(part: str, got: Dict[str, float], session: Session, where: str) -> Optional[str]:
     """What the fitted coefficients of one part say is wrong, or None if they say nothing clear."""
     vc, ec = session.value_coef, session.entropy_coef
-    words = PART_WORDS[part]
+    words = part_words(part)
     if not _near(got["leak"], 0):
-        return (f"{where}, {words} was pushed by the actor's loss through the value: advantage = returns - value "
-                "was not detached, so the actor's loss flows back into the critic head (and the trunk). Use "
-                "advantage = (returns - value).detach() in the actor's loss - and only there.")
+        return tr("{where}, {part} was pushed by the actor's loss through the value: advantage = returns - value "
+                  "was not detached, so the actor's loss flows back into the critic head (and the trunk). Use "
+                  "advantage = (returns - value).detach() in the actor's loss - and only there.", where=where,
+                  part=words)
     if part == "trunk" and _near(got["critic"], 0) and not _near(vc, 0):
-        return (f"{where}, the trunk got nothing from the critic's loss, though the critic head did: a .detach() on "
-                "the trunk's features for the critic head cuts the critic's loss off from the trunk. The trunk "
-                "learns from every term: detach the advantage, not the features.")
+        return tr("{where}, the trunk got nothing from the critic's loss, though the critic head did: a .detach() on "
+                  "the trunk's features for the critic head cuts the critic's loss off from the trunk. The trunk "
+                  "learns from every term: detach the advantage, not the features.", where=where)
     if part == "trunk" and _near(got["actor"], 0) and _near(got["entropy"], 0):
-        return (f"{where}, the trunk got nothing from the actor's loss nor the entropy, though the actor head did: "
-                "a .detach() on the trunk's features for the actor head cuts them off from the trunk. The trunk "
-                "learns from every term: detach the advantage, not the features.")
+        return tr("{where}, the trunk got nothing from the actor's loss nor the entropy, though the actor head did: "
+                  "a .detach() on the trunk's features for the actor head cuts them off from the trunk. The trunk "
+                  "learns from every term: detach the advantage, not the features.", where=where)
     if part in ("actor", "trunk") and not _near(got["entropy"], -ec):
         if _near(got["entropy"], 0) and _near(got["actor"], 1):
-            return (f"{where}, {words} got no gradient from the entropy bonus: the entropy was detached (or left "
-                    "out). It is not a target but a term of the loss: it must train the actor head and the trunk. "
-                    "Compute it from the logits with its graph, and subtract entropy_coef * entropy.")
+            return tr("{where}, {part} got no gradient from the entropy bonus: the entropy was detached (or left "
+                      "out). It is not a target but a term of the loss: it must train the actor head and the trunk. "
+                      "Compute it from the logits with its graph, and subtract entropy_coef * entropy.", where=where,
+                      part=words)
         if _near(got["entropy"], ec):
-            return (f"{where}, {words} was stepped to LOWER the policy's entropy: the bonus has the wrong sign. "
-                    "The loss subtracts entropy_coef * entropy, so that minimising it raises the entropy.")
+            return tr("{where}, {part} was stepped to LOWER the policy's entropy: the bonus has the wrong sign. "
+                      "The loss subtracts entropy_coef * entropy, so that minimising it raises the entropy.",
+                      where=where, part=words)
         if _near(got["entropy"], -ec * BATCH):
-            return (f"{where}, {words} got {BATCH} times the entropy bonus's gradient: the entropy was summed over "
-                    "the batch. Average it: the mean entropy per state.")
-        return (f"{where}, the entropy term reached {words} with weight {got['entropy']:.3g}, where the contract "
-                f"asks for -entropy_coef = {-ec:g} (this call's argument).")
+            return tr("{where}, {part} got {batch} times the entropy bonus's gradient: the entropy was summed over "
+                      "the batch. Average it: the mean entropy per state.", where=where, part=words, batch=BATCH)
+        return tr("{where}, the entropy term reached {part} with weight {weight}, where the contract asks for "
+                  "-entropy_coef = {coefficient} (this call's argument).", where=where, part=words,
+                  weight=f"{got['entropy']:.3g}", coefficient=f"{-ec:g}")
     if part in ("critic", "trunk") and not _near(got["critic"], vc):
         if _near(got["critic"], 0):
-            return (f"{where}, {words} got nothing from the critic's loss: the value was detached there too (or the "
-                    "critic's loss left out). Detach only the advantage in the actor's loss.")
+            return tr("{where}, {part} got nothing from the critic's loss: the value was detached there too (or the "
+                      "critic's loss left out). Detach only the advantage in the actor's loss.", where=where,
+                      part=words)
         if _near(got["critic"], 1):
-            return (f"{where}, the critic's loss reached {words} unweighted: value_coef = {vc:g} was not applied. "
-                    "The loss is actor_loss + value_coef * critic_loss - entropy_coef * entropy.")
-        return (f"{where}, the critic's loss reached {words} with weight {got['critic']:.3g}, where the contract asks "
-                f"for value_coef = {vc:g} (this call's argument).")
+            return tr("{where}, the critic's loss reached {part} unweighted: value_coef = {coefficient} was not "
+                      "applied. The loss is actor_loss + value_coef * critic_loss - entropy_coef * entropy.",
+                      where=where, part=words, coefficient=f"{vc:g}")
+        return tr("{where}, the critic's loss reached {part} with weight {weight}, where the contract asks for "
+                  "value_coef = {coefficient} (this call's argument).", where=where, part=words,
+                  weight=f"{got['critic']:.3g}", coefficient=f"{vc:g}")
     if part in ("actor", "trunk") and not _near(got["actor"], 1):
         if _near(got["actor"], 0):
-            return f"{where}, {words} got nothing from the actor's loss: was it left out of the backward?"
-        return (f"{where}, the actor's loss reached {words} with weight {got['actor']:.3g}; it enters the loss "
-                "unweighted (only the critic's loss and the entropy have coefficients).")
+            return tr("{where}, {part} got nothing from the actor's loss: was it left out of the backward?",
+                      where=where, part=words)
+        return tr("{where}, the actor's loss reached {part} with weight {weight}; it enters the loss unweighted "
+                  "(only the critic's loss and the entropy have coefficients).", where=where, part=words,
+                  weight=f"{got['actor']:.3g}")
     return None
+
+
+def _parts_words(parts: List[str]) -> str:
+    """"the actor head and the critic head", in the chosen language."""
+    text = part_words(parts[0])
+    for part in parts[1:]:
+        text = tr("{first} and {second}", first=text, second=part_words(part))
+    return text
 
 
 def _diagnose(recorded: Dict[str, Optional[torch.Tensor]], terms: Dict[str, Grads], right: Grads,
@@ -206,21 +230,21 @@ def _diagnose(recorded: Dict[str, Optional[torch.Tensor]], terms: Dict[str, Grad
     for part in wrong:
         if _empty(recorded, part):
             if part in computed:
-                return (f"{where}, a gradient for {PART_WORDS[part]} was computed, but its .grad was empty when "
-                        f"{OPTIMIZER_NAMES[part]} stepped: zero the optimizers once, before the backward, never "
-                        "between a backward and the steps.")
+                return tr("{where}, a gradient for {part} was computed, but its .grad was empty when {optimizer} "
+                          "stepped: zero the optimizers once, before the backward, never between a backward and the "
+                          "steps.", where=where, part=part_words(part), optimizer=OPTIMIZER_NAMES[part])
             if part == "trunk":
-                return (f"{where}, the trunk received no gradient at all: were the heads fed detached features? "
-                        "The trunk learns from every term.")
+                return tr("{where}, the trunk received no gradient at all: were the heads fed detached features? "
+                          "The trunk learns from every term.", where=where)
     for part in wrong:
         names = [name for name in right if part_of(name) == part]
         if _empty(leftover, part):
             continue
         piled = [right[name] + (0 if leftover[name] is None else leftover[name]) for name in names]
         if same_gradients([recorded[name] for name in names], piled):
-            return (f"{where}, {OPTIMIZER_NAMES[part]} was stepped with a gradient that still held the previous "
-                    "update's: gradients pile up in .grad. Zero all three optimizers (or the model) at the start "
-                    "of each update.")
+            return tr("{where}, {optimizer} was stepped with a gradient that still held the previous update's: "
+                      "gradients pile up in .grad. Zero all three optimizers (or the model) at the start of each "
+                      "update.", where=where, optimizer=OPTIMIZER_NAMES[part])
     for part in ("critic", "actor", "trunk"):
         if part not in wrong:
             continue
@@ -230,13 +254,13 @@ def _diagnose(recorded: Dict[str, Optional[torch.Tensor]], terms: Dict[str, Grad
             if explained is not None:
                 return explained
     if "trunk" in wrong and not {"actor", "critic"} & set(wrong):
-        return (f"{where}, both heads got the right gradient, but the trunk did not: it must get every term's "
-                "gradient through the features, from the same forward pass - detach the advantage, not the "
-                "features.")
-    return (f"{where}, the gradient of {' and '.join(PART_WORDS[part] for part in wrong)} differs from that of "
-            "actor_loss + value_coef * critic_loss - entropy_coef * entropy at the weights the update started with. "
-            "Use one forward pass, the terms exactly as the contract states them (log-softmax at the action taken, "
-            "means over the batch), and compute every gradient before any step.")
+        return tr("{where}, both heads got the right gradient, but the trunk did not: it must get every term's "
+                  "gradient through the features, from the same forward pass - detach the advantage, not the "
+                  "features.", where=where)
+    return tr("{where}, the gradient of {parts} differs from that of actor_loss + value_coef * critic_loss - "
+              "entropy_coef * entropy at the weights the update started with. Use one forward pass, the terms "
+              "exactly as the contract states them (log-softmax at the action taken, means over the batch), and "
+              "compute every gradient before any step.", where=where, parts=_parts_words(wrong))
 
 
 def _of(grads: Dict[str, Optional[torch.Tensor]], part: str) -> List[Optional[torch.Tensor]]:
@@ -265,7 +289,7 @@ def _run_session(step_function: Callable[..., Any], session: Session) -> Optiona
     records = {part: step_watch.watch(opt, part) for part, opt in optimizers.items()}
     states, actions, returns = make_batch(seed=session.seed * 10)
     for step in range(1, STEPS + 1):
-        where = f"On update {step} ({session.describe()})"
+        where = tr("On update {step} ({session})", step=step, session=session.describe())
         batch = make_batch(seed=session.seed * 10 + step)
         if session.refill_in_place:
             states, actions, returns = step_watch.fill_in_place((states, actions, returns), batch)
@@ -292,22 +316,26 @@ def _run_session(step_function: Callable[..., Any], session: Session) -> Optiona
         for part in PARTS:
             params = list(parts[part].parameters())
             if not calls[part] and step_watch.moved_outside_step(params, start[part], []):
-                return (f"{where}, {PART_WORDS[part]}'s weights changed, but not through {OPTIMIZER_NAMES[part]}: "
-                        "step with the optimizers you were given; do not build your own (nor keep one between "
-                        "calls).")
+                return tr("{where}, {part}'s weights changed, but not through {optimizer}: step with the optimizers "
+                          "you were given; do not build your own (nor keep one between calls).", where=where,
+                          part=part_words(part), optimizer=OPTIMIZER_NAMES[part])
+            if not calls[part]:
+                return tr("{where}, {optimizer} was never stepped: each of the three optimizers steps exactly once "
+                          "per update, after the backward.", where=where, optimizer=OPTIMIZER_NAMES[part])
             if len(calls[part]) != 1:
-                what = "never stepped" if not calls[part] else f"stepped {len(calls[part])} times"
-                extra = (" The trunk is shared by both heads: it still takes ONE step, with the gradient of the "
-                         "whole loss." if part == "trunk" and calls[part] else "")
-                return (f"{where}, {OPTIMIZER_NAMES[part]} was {what}: each of the three optimizers steps exactly "
-                        f"once per update, after the backward.{extra}")
+                text = tr("{where}, {optimizer} was stepped {count} times: each of the three optimizers steps "
+                          "exactly once per update, after the backward.", where=where,
+                          optimizer=OPTIMIZER_NAMES[part], count=len(calls[part]))
+                return text + (" " + tr("The trunk is shared by both heads: it still takes ONE step, with the "
+                                        "gradient of the whole loss.") if part == "trunk" else "")
         change = step_watch.changed(before, inputs, {"the model": model}, named_optimizers)
         if change is not None:
-            return f"{where}, your step {change}."
+            return tr("{where}, your step {change}.", where=where, change=change)
         for part in PARTS:
             if step_watch.moved_outside_step(list(parts[part].parameters()), start[part], calls[part]):
-                return (f"{where}, {PART_WORDS[part]}'s weights changed other than through "
-                        f"{OPTIMIZER_NAMES[part]}.step(). Change weights only with the optimizers you were given.")
+                return tr("{where}, {part}'s weights changed other than through {optimizer}.step(). Change weights "
+                          "only with the optimizers you were given.", where=where, part=part_words(part),
+                          optimizer=OPTIMIZER_NAMES[part])
         recorded: Dict[str, Optional[torch.Tensor]] = {}
         for part in PARTS:
             names = [name for name, _ in model.named_parameters() if part_of(name) == part]
@@ -324,12 +352,13 @@ def check_actor_critic_step(step_function: Callable[..., Any]) -> CheckResult:
         diagnosis = _run_session(step_function, session)
         if diagnosis is not None:
             return failed(EXERCISE_ID, diagnosis)
-    return passed(EXERCISE_ID, f"In {len(SESSIONS)} runs of {STEPS} consecutive updates (other coefficients, "
-                               "optimizer kinds and data each time), each of the three optimizers was stepped once "
-                               "with exactly the gradient of actor_loss + value_coef * critic_loss - entropy_coef * "
-                               "entropy: the critic head only from the weighted critic's loss (the advantage a "
-                               "constant), the actor head from the actor's loss and the entropy bonus, the trunk "
-                               "from all three, all taken before the weights changed.")
+    return passed(EXERCISE_ID, tr("In {runs} runs of {steps} consecutive updates (other coefficients, optimizer "
+                                  "kinds and data each time), each of the three optimizers was stepped once with "
+                                  "exactly the gradient of actor_loss + value_coef * critic_loss - entropy_coef * "
+                                  "entropy: the critic head only from the weighted critic's loss (the advantage a "
+                                  "constant), the actor head from the actor's loss and the entropy bonus, the trunk "
+                                  "from all three, all taken before the weights changed.", runs=len(SESSIONS),
+                                  steps=STEPS))
 
 
 EXERCISE = Exercise(

@@ -11,7 +11,7 @@ from torch import nn
 from helpers.course.exercises.engine.build import refill_with, seeded
 from helpers.course.exercises.engine.contract import Contract, returns_nothing, training_step
 from helpers.course.exercises.engine.observe import World
-from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls, shapes
+from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls
 from helpers.course.lesson06_bug_clinic.gan import (
     BATCH,
     DATA_DIM,
@@ -24,7 +24,10 @@ from helpers.course.lesson06_bug_clinic.step_contract import (
     COMPARED_AFTER,
     OPTIMIZERS_TRIED,
     make_optimizer,
+    model_variants,
+    optimizer_words,
 )
+from helpers.language import marked, tr
 
 EXERCISE_ID = "gan_step"
 
@@ -39,8 +42,8 @@ def _deeper_pair(seed: int) -> Tuple[nn.Module, nn.Module]:
 
 
 MODELS: Dict[str, Callable[[int], Tuple[nn.Module, nn.Module]]] = {
-    "the notebook's G and D": lambda seed: (make_generator(seed), make_discriminator(seed + 1)),
-    "a deeper, wider G and D": _deeper_pair,
+    marked("the notebook's G and D"): lambda seed: (make_generator(seed), make_discriminator(seed + 1)),
+    marked("a deeper, wider G and D"): _deeper_pair,
 }
 
 OPTIMIZERS = (  # fused where this torch has it (make_optimizer)
@@ -52,9 +55,9 @@ AXES: tuple = (
     MODE,
     FROZEN,
     calls(1, 3),
-    Axis("optimizer", OPTIMIZERS, lambda kinds: f"G stepped by {kinds[0]} and D by {kinds[1]}",
-         OPTIMIZERS_TRIED),
-    shapes(*MODELS, tried="a deeper, wider G and D"),
+    Axis("optimizer", OPTIMIZERS, lambda kinds: tr("G stepped by {g} and D by {d}", g=optimizer_words(kinds[0]),
+                                                   d=optimizer_words(kinds[1])), OPTIMIZERS_TRIED),
+    model_variants(MODELS, tried="a deeper, wider G and D"),
 )
 
 

@@ -12,20 +12,23 @@ from torch import nn
 from helpers.course.exercises.engine.build import mlp, refill_with, seeded
 from helpers.course.exercises.engine.contract import Contract, returns_nothing, training_step
 from helpers.course.exercises.engine.observe import World
-from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls, shapes
+from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls
 from helpers.course.lesson06_bug_clinic.mutual_learning import BATCH, CLASSES, HIDDEN, IN_FEATURES
 from helpers.course.lesson06_bug_clinic.step_contract import (
     COMPARED_AFTER,
     OPTIMIZERS_TRIED,
     make_optimizer,
+    model_variants,
+    optimizer_words,
 )
 from helpers.course.seeds import fresh
+from helpers.language import marked, tr
 
 EXERCISE_ID = "mutual_step"
 
 MODELS = {  # name -> (classes, each peer's hidden widths, cycled over the peers)
-    "the notebook's peers": (CLASSES, ((HIDDEN,),)),
-    "peers of other widths and depths, 5 classes": (5, ((HIDDEN,), (32, 16), (8,))),
+    marked("the notebook's peers"): (CLASSES, ((HIDDEN,),)),
+    marked("peers of other widths and depths, 5 classes"): (5, ((HIDDEN,), (32, 16), (8,))),
 }
 
 OPTIMIZERS = (  # cycled over the peers; fused where this torch has it (make_optimizer)
@@ -33,24 +36,26 @@ OPTIMIZERS = (  # cycled over the peers; fused where this torch has it (make_opt
 
 AXES: tuple = (
     batch(BATCH, 1, 5, 32),
-    Axis("peers", (3, 2, 4), lambda k: f"{k} peers", "2, 3 and 4 peers"),
+    Axis("peers", (3, 2, 4), lambda k: tr("{count} peers", count=k), "2, 3 and 4 peers"),
     GRADS,
     MODE,
     FROZEN,
     calls(1, 3),
-    Axis("optimizer", OPTIMIZERS, lambda kinds: "the peers stepped by " + ", ".join(kinds) + " in turn",
+    Axis("optimizer", OPTIMIZERS, lambda kinds: tr("the peers stepped by {kinds} in turn",
+                                                   kinds=", ".join(optimizer_words(kind) for kind in kinds)),
          OPTIMIZERS_TRIED),
-    shapes(*MODELS, tried="peers of other widths and depths, 5 classes"),
+    model_variants(MODELS, tried="peers of other widths and depths, 5 classes"),
 )
 
 
 def _lists(peers: Sequence[nn.Module], optimizers: Sequence[torch.optim.Optimizer], given: List[list]):
     """What the two lists hold, in words: "as handed over", or what changed."""
     def read() -> str:
-        changed = [f"{name} holds {len(now)} items, not the {len(was)} handed over in their order"
+        changed = [tr("{name} holds {count} items, not the {given} handed over in their order", name=name,
+                      count=len(now), given=len(was))
                    for name, now, was in (("peers", peers, given[0]), ("optimizers", optimizers, given[1]))
                    if len(now) != len(was) or any(a is not b for a, b in zip(now, was))]
-        return "; ".join(changed) or "as handed over"
+        return "; ".join(changed) or tr("as handed over")
     return read
 
 
@@ -76,8 +81,8 @@ def build(situation: Situation) -> World:
                  modules={f"peers[{index}]": peer for index, peer in enumerate(peers)},
                  optimizers={f"optimizers[{index}]": opt for index, opt in enumerate(optimizers)},
                  inputs=data, refill=refill_with(data, batch_for),
-                 extra={"what the lists peers and optimizers hold": _lists(peer_list, optimizer_list,
-                                                                          [list(peers), list(optimizers)])})
+                 extra={marked("what the lists peers and optimizers hold"): _lists(
+                     peer_list, optimizer_list, [list(peers), list(optimizers)])})
 
 
 

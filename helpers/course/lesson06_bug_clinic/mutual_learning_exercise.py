@@ -43,6 +43,7 @@ from helpers.course.lesson06_bug_clinic.mutual_learning import (
     predictions,
 )
 from helpers.course.lesson06_bug_clinic.mutual_learning_contract import CONTRACT
+from helpers.language import marked, tr
 
 EXERCISE_ID = "mutual_step"
 STEPS = 3
@@ -59,7 +60,7 @@ class Session:
     refill_in_place: bool
 
     def describe(self) -> str:
-        return f"{len(self.kinds)} peers"
+        return tr("{count} peers", count=len(self.kinds))
 
 
 SESSIONS = (Session(7, ("SGD", "SGD", "SGD"), False),
@@ -67,24 +68,24 @@ SESSIONS = (Session(7, ("SGD", "SGD", "SGD"), False),
             Session(9, ("AdamW", "SGD with momentum", "Adam"), True))
 
 HINTS = (
-    "With more than two peers, each peer's loss has one KL term per other peer. Written as in the worked fix but "
-    "in a loop, the step raises error 1 or 2, or runs and silently trains a peer on another peer's loss, on "
-    "predictions from after another peer's update, or with the KL terms summed.",
-    "Every p_j is a target for the other peers: not detached, it connects peer i's loss to peer j. And a loop that "
-    "runs peer j's forward pass after another peer has stepped gives targets from the new weights, not from the "
-    "weights the step started with. The KL part is a mean over the K - 1 others.",
-    "First run every peer's forward pass once and keep each peer's probabilities, detached, as the targets. Then, "
-    "for each peer, build its loss from its own logits: cross-entropy plus the average, over the other peers, of "
-    "kl_div of its own log_softmax against their target with batchmean reduction. Zero, backward and step each "
-    "peer's optimizer, in any order.",
+    marked("With more than two peers, each peer's loss has one KL term per other peer. Written as in the worked fix "
+           "but in a loop, the step raises error 1 or 2, or runs and silently trains a peer on another peer's loss, "
+           "on predictions from after another peer's update, or with the KL terms summed."),
+    marked("Every p_j is a target for the other peers: not detached, it connects peer i's loss to peer j. And a loop "
+           "that runs peer j's forward pass after another peer has stepped gives targets from the new weights, not "
+           "from the weights the step started with. The KL part is a mean over the K - 1 others."),
+    marked("First run every peer's forward pass once and keep each peer's probabilities, detached, as the targets. "
+           "Then, for each peer, build its loss from its own logits: cross-entropy plus the average, over the other "
+           "peers, of kl_div of its own log_softmax against their target with batchmean reduction. Zero, backward "
+           "and step each peer's optimizer, in any order."),
 )
 
 _ERROR_EXPLANATIONS = {  # what error 1 or 2 means in this exercise
-    "inplace-version": (
+    "inplace-version": marked(
         "A peer was stepped while a later backward still needed its old weights: a target softmax(logits_j) that "
         "is not detached connects the other peers' losses to peer j. Detach every target."
     ),
-    "backward-twice": (
+    "backward-twice": marked(
         "A target softmax(logits_j) that is not detached connects every other peer's loss to peer j, so the first "
         "backward frees peer j's graph that a later one needs. Detach every target (retain_graph=True would lead "
         "to error 2, or to mixed gradients)."
@@ -150,30 +151,35 @@ def _explain_fit(weights: Dict[Any, float], i: int, k: int, where: str) -> Optio
     others = [j for j in weights if j != "ce"]
     kl_weights = [weights[j] for j in others]
     if not _near(weights["ce"], 1):
-        return (f"{where}, {peer}'s cross-entropy reached it with weight {weights['ce']:.3g}: the cross-entropy "
-                "enters each peer's loss unweighted (did you scale or average the losses?).")
+        return tr("{where}, {peer}'s cross-entropy reached it with weight {weight}: the cross-entropy enters each "
+                  "peer's loss unweighted (did you scale or average the losses?).", where=where, peer=peer,
+                  weight=f"{weights['ce']:.3g}")
     if all(_near(w, 0) for w in kl_weights):
-        return (f"{where}, {peer} got only its cross-entropy gradient: the KL terms gave it nothing, so it does "
-                f"not learn from the other peers. A detach cut its own log_softmax(logits_{i}) out of the KL terms "
-                "(or the whole KL term was detached). Detach only the targets, the other peers' probabilities.")
+        return tr("{where}, {peer} got only its cross-entropy gradient: the KL terms gave it nothing, so it does "
+                  "not learn from the other peers. A detach cut its own log_softmax(logits_{index}) out of the KL "
+                  "terms (or the whole KL term was detached). Detach only the targets, the other peers' "
+                  "probabilities.", where=where, peer=peer, index=i)
     missing = [j for j in others if _near(weights[j], 0)]
     if missing and not all(_near(weights[j], 0) for j in others):
         names = ", ".join(f"peers[{j}]" for j in missing)
-        return (f"{where}, {peer} learned nothing from {names}: each peer's loss has a KL term for EVERY other "
-                f"peer ({k - 1} of them here), not only one - a pairing copied from the two-peer fix?")
+        return tr("{where}, {peer} learned nothing from {names}: each peer's loss has a KL term for EVERY other "
+                  "peer ({others} of them here), not only one - a pairing copied from the two-peer fix?",
+                  where=where, peer=peer, names=names, others=k - 1)
     if all(_near(w, kl_weights[0]) for w in kl_weights):
         w = kl_weights[0]
         if _near(w, 1) and k > 2:
-            return (f"{where}, {peer}'s KL terms were summed over the other peers, not averaged: with {k} peers "
-                    f"that is {k - 1} times the mean. Divide the sum by K - 1, the number of other peers.")
+            return tr("{where}, {peer}'s KL terms were summed over the other peers, not averaged: with {count} peers "
+                      "that is {others} times the mean. Divide the sum by K - 1, the number of other peers.",
+                      where=where, peer=peer, count=k, others=k - 1)
         if _near(w, 1 / k):
-            return (f"{where}, {peer}'s KL terms were averaged over all {k} peers, itself included: the mean is "
-                    f"over the K - 1 = {k - 1} OTHER peers.")
+            return tr("{where}, {peer}'s KL terms were averaged over all {count} peers, itself included: the mean is "
+                      "over the K - 1 = {others} OTHER peers.", where=where, peer=peer, count=k, others=k - 1)
         if _near(w * (k - 1), 1 / CLASSES):
-            return (f"{where}, {peer}'s KL part is 1/{CLASSES} of what it should be: reduction='mean' averages over "
-                    "the classes too. Use reduction='batchmean'.")
-        return (f"{where}, {peer}'s KL part has weight {w * (k - 1):.3g} times the mean over the other peers; "
-                "the contract adds the mean of the KL terms, unweighted, with reduction='batchmean'.")
+            return tr("{where}, {peer}'s KL part is 1/{classes} of what it should be: reduction='mean' averages over "
+                      "the classes too. Use reduction='batchmean'.", where=where, peer=peer, classes=CLASSES)
+        return tr("{where}, {peer}'s KL part has weight {weight} times the mean over the other peers; the contract "
+                  "adds the mean of the KL terms, unweighted, with reduction='batchmean'.", where=where, peer=peer,
+                  weight=f"{w * (k - 1):.3g}")
     return None
 
 
@@ -184,33 +190,33 @@ def _diagnose(i: int, recorded: List[Optional[torch.Tensor]], cand: Dict[str, An
     peer = f"peers[{i}]"
     if all(g is None or not bool(g.abs().sum()) for g in recorded):
         if computed:
-            return (f"{where}, a gradient for {peer} was computed, but its .grad was empty when its optimizer "
-                    "stepped: zero_grad() before backward(), and step() after it.")
-        return (f"{where}, {peer} was stepped with no gradient at all. Did a detach cut its own logits out of its "
-                "loss? Detach only the targets, the other peers' probabilities.")
+            return tr("{where}, a gradient for {peer} was computed, but its .grad was empty when its optimizer "
+                      "stepped: zero_grad() before backward(), and step() after it.", where=where, peer=peer)
+        return tr("{where}, {peer} was stepped with no gradient at all. Did a detach cut its own logits out of its "
+                  "loss? Detach only the targets, the other peers' probabilities.", where=where, peer=peer)
     if any(g is not None and bool(g.abs().sum()) for g in leftover) and same_gradients(
             recorded, added(cand["right"][i], leftover)):
-        return (f"{where}, {peer}'s gradient still contained the previous step's: gradients pile up. Call "
-                "zero_grad() on every optimizer before its backward, every step.")
+        return tr("{where}, {peer}'s gradient still contained the previous step's: gradients pile up. Call "
+                  "zero_grad() on every optimizer before its backward, every step.", where=where, peer=peer)
     if same_gradients(recorded, cand["mixed"][i]):
-        return (f"{where}, {peer} was stepped with the gradient of every peer's loss, not of its own alone: the "
-                f"other peers' KL terms pushed gradient into {peer} through softmax(logits_{i}), their target, "
-                f"which should be a constant. Detach every target: F.softmax(logits_{i}, dim=1).detach() where "
-                "the other peers use it.")
+        return tr("{where}, {peer} was stepped with the gradient of every peer's loss, not of its own alone: the "
+                  "other peers' KL terms pushed gradient into {peer} through softmax(logits_{index}), their target, "
+                  "which should be a constant. Detach every target: F.softmax(logits_{index}, dim=1).detach() where "
+                  "the other peers use it.", where=where, peer=peer, index=i)
     if same_gradients(recorded, cand["reversed"][i]):
-        return (f"{where}, {peer} was trained on KL(p_{i} || p_j), the reversed direction: its gradient flowed "
-                "through the target argument of kl_div. F.kl_div(input, target) computes KL(target || input): pass "
-                f"the peer's own F.log_softmax(logits_{i}, dim=1) as input and the detached probabilities of the "
-                "other peer as target.")
+        return tr("{where}, {peer} was trained on KL(p_{index} || p_j), the reversed direction: its gradient flowed "
+                  "through the target argument of kl_div. F.kl_div(input, target) computes KL(target || input): "
+                  "pass the peer's own F.log_softmax(logits_{index}, dim=1) as input and the detached probabilities "
+                  "of the other peer as target.", where=where, peer=peer, index=i)
     if same_gradients(recorded, sequential):
-        return (f"{where}, {peer}'s targets came from peers that had already stepped: a forward pass ran after "
-                "another peer's update. Every gradient of the step comes from one forward pass of each peer, at "
-                "the weights the step started with: run all forward passes (and keep the detached targets) "
-                "before the first step.")
+        return tr("{where}, {peer}'s targets came from peers that had already stepped: a forward pass ran after "
+                  "another peer's update. Every gradient of the step comes from one forward pass of each peer, at "
+                  "the weights the step started with: run all forward passes (and keep the detached targets) "
+                  "before the first step.", where=where, peer=peer)
     if any(same_gradients(recorded, old) for old in earlier):
-        return (f"{where}, {peer}'s targets were predictions from an earlier step: something kept them between "
-                "calls (a cache, a global, a default argument). Compute every target in the step, from this "
-                "step's x.")
+        return tr("{where}, {peer}'s targets were predictions from an earlier step: something kept them between "
+                  "calls (a cache, a global, a default argument). Compute every target in the step, from this "
+                  "step's x.", where=where, peer=peer)
     weights = fit(recorded, cand, i)
     if weights is not None:
         explained = _explain_fit(weights, i, k, where)
@@ -219,10 +225,12 @@ def _diagnose(i: int, recorded: List[Optional[torch.Tensor]], cand: Dict[str, An
     expected = cand["right"][i]
     factor = scale_factor(flattened(recorded, expected), flattened(expected, expected))
     if factor is not None:
-        return f"{where}, {peer} was stepped with {factor:.3g} times the gradient of its loss: did you scale it?"
-    return (f"{where}, {peer}'s gradient differs from that of its loss: cross-entropy + the mean over the other "
-            "peers of KL(p_j || p_i), every p_j held fixed, all at the weights the step started with. Use "
-            "F.cross_entropy and F.kl_div(F.log_softmax(own logits, dim=1), detached p_j, reduction='batchmean').")
+        return tr("{where}, {peer} was stepped with {factor} times the gradient of its loss: did you scale it?",
+                  where=where, peer=peer, factor=f"{factor:.3g}")
+    return tr("{where}, {peer}'s gradient differs from that of its loss: cross-entropy + the mean over the other "
+              "peers of KL(p_j || p_i), every p_j held fixed, all at the weights the step started with. Use "
+              "F.cross_entropy and F.kl_div(F.log_softmax(own logits, dim=1), detached p_j, reduction='batchmean').",
+              where=where, peer=peer)
 
 
 def _sequential_gradients(i: int, cand: Dict[str, Any], peers: Sequence[nn.Module], stepped_before: List[bool],
@@ -258,7 +266,7 @@ def _run_session(step_function: Callable[..., Any], session: Session) -> Optiona
     x, y = make_batch(seed=session.seed * 10)
     earlier_targets: List[List[torch.Tensor]] = []
     for step in range(1, STEPS + 1):
-        where = f"On step {step} ({session.describe()})"
+        where = tr("On step {step} ({session})", step=step, session=session.describe())
         if session.refill_in_place:
             x, y = step_watch.fill_in_place((x, y), make_batch(seed=session.seed * 10 + step))
         else:
@@ -281,23 +289,28 @@ def _run_session(step_function: Callable[..., Any], session: Session) -> Optiona
                 hook.remove()
         if peer_list != peers or optimizer_list != optimizers or any(
                 a is not b for a, b in zip(peer_list + optimizer_list, peers + optimizers)):
-            return f"{where}, your step changed the lists it was given (peers or optimizers): read them, never edit."
+            return tr("{where}, your step changed the lists it was given (peers or optimizers): read them, never "
+                      "edit.", where=where)
         calls = [step_watch.calls_in(record, count) for record, count in zip(records, counts)]
         for index, peer in enumerate(peers):
             if not calls[index] and step_watch.moved_outside_step(list(peer.parameters()), start[index], []):
-                return (f"{where}, peers[{index}]'s weights changed, but not through optimizers[{index}]: step with "
-                        "the optimizers you were given; do not build your own (nor keep one between calls).")
+                return tr("{where}, peers[{index}]'s weights changed, but not through optimizers[{index}]: step with "
+                          "the optimizers you were given; do not build your own (nor keep one between calls).",
+                          where=where, index=index)
+            if not calls[index]:
+                return tr("{where}, optimizers[{index}] was never stepped; each call steps each optimizer exactly "
+                          "once (all of them: the list may have any length).", where=where, index=index)
             if len(calls[index]) != 1:
-                what = "never stepped" if not calls[index] else f"stepped {len(calls[index])} times"
-                return (f"{where}, optimizers[{index}] was {what}; each call steps each optimizer exactly once "
-                        "(all of them: the list may have any length).")
+                return tr("{where}, optimizers[{index}] was stepped {count} times; each call steps each optimizer "
+                          "exactly once (all of them: the list may have any length).", where=where, index=index,
+                          count=len(calls[index]))
         change = step_watch.changed(before, {"x": x, "y": y}, named_peers, named_optimizers)
         if change is not None:
-            return f"{where}, your step {change}."
+            return tr("{where}, your step {change}.", where=where, change=change)
         for index, peer in enumerate(peers):
             if step_watch.moved_outside_step(list(peer.parameters()), start[index], calls[index]):
-                return (f"{where}, peers[{index}]'s weights changed other than through optimizers[{index}].step(). "
-                        "Change weights only with the optimizers you were given.")
+                return tr("{where}, peers[{index}]'s weights changed other than through optimizers[{index}].step(). "
+                          "Change weights only with the optimizers you were given.", where=where, index=index)
         events = log[first_event:]
         step_at = {int(event.split(":")[0]): position for position, event in enumerate(events)}
         for index in range(k):
@@ -320,10 +333,11 @@ def check_mutual_step(step_function: Callable[..., Any]) -> CheckResult:
         diagnosis = _run_session(step_function, session)
         if diagnosis is not None:
             return failed(EXERCISE_ID, diagnosis)
-    return passed(EXERCISE_ID, f"In {len(SESSIONS)} runs of {STEPS} consecutive steps (3 peers and 2, SGD, Adam, "
-                               "AdamW, new data every step), each peer was stepped once with exactly the gradient of "
-                               "its own loss - cross-entropy + the mean of KL(p_j || p_i) over the other peers, each "
-                               "p_j held fixed - all from one forward pass at the weights the step started with.")
+    return passed(EXERCISE_ID, tr("In {runs} runs of {steps} consecutive steps (3 peers and 2, SGD, Adam, AdamW, new "
+                                  "data every step), each peer was stepped once with exactly the gradient of its own "
+                                  "loss - cross-entropy + the mean of KL(p_j || p_i) over the other peers, each p_j "
+                                  "held fixed - all from one forward pass at the weights the step started with.",
+                                  runs=len(SESSIONS), steps=STEPS))
 
 
 EXERCISE = Exercise(

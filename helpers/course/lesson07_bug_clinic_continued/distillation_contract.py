@@ -30,21 +30,32 @@ from helpers.course.lesson07_bug_clinic_continued.distillation import (
     make_student,
     make_teacher,
 )
+from helpers.language import marked, tr, translated
 
-NOTEBOOK_MODELS = "the notebook's models"
+NOTEBOOK_MODELS = marked("the notebook's models")
 # the notebook's teacher is pre-trained once per process, from the checker's seed; students and batches are seeded
 # per situation
 TEACHER_SEED = 7
 MODELS = {  # name -> (classes, the student's hidden widths); None: the notebook's pre-trained teacher and student
     NOTEBOOK_MODELS: None,
-    "3 classes and a deeper student (8 -> 16 -> 16 -> 3)": (3, (16, 16)),
+    marked("3 classes and a deeper student (8 -> 16 -> 16 -> 3)"): (3, (16, 16)),
 }
 
-MODE = Axis("mode", ("train", "eval"),
-            lambda mode: f"the student handed over in {mode} mode (the teacher in train mode, as the contract says)",
-            "the student in train and in eval mode")
-LOSS = Axis("loss", ((TEMPERATURE, ALPHA), (2.0, 0.4)), lambda loss: f"T = {loss[0]:g} and alpha = {loss[1]:g}",
-            "another T and alpha")
+
+def _student_mode(mode: str) -> str:
+    """The mode axis's value, for a diagnosis."""
+    if mode == "train":
+        return tr("the student handed over in train mode (the teacher in train mode, as the contract says)")
+    return tr("the student handed over in eval mode (the teacher in train mode, as the contract says)")
+
+
+def _loss_settings(loss: tuple) -> str:
+    """The loss axis's value, for a diagnosis."""
+    return tr("T = {temperature} and alpha = {alpha}", temperature=f"{loss[0]:g}", alpha=f"{loss[1]:g}")
+
+
+MODE = Axis("mode", ("train", "eval"), _student_mode, "the student in train and in eval mode")
+LOSS = Axis("loss", ((TEMPERATURE, ALPHA), (2.0, 0.4)), _loss_settings, "another T and alpha")
 # batch 1 is outside the contract: the teacher runs in train mode, and BatchNorm cannot train on one row
 AXES: tuple = (
     batch(BATCH, 2, 5, 24),
@@ -55,7 +66,7 @@ AXES: tuple = (
     replace(optimizers("SGD", "Adam", "SGD with momentum", "AdamW", "fused AdamW"),
             tried="optimizers SGD, SGD with momentum, Adam, AdamW (weight decay) and fused AdamW"),
     LOSS,
-    shapes(*MODELS, tried="3 classes and a deeper student"),
+    replace(shapes(*MODELS, tried="3 classes and a deeper student"), describe=translated),  # the names, shown
 )
 
 

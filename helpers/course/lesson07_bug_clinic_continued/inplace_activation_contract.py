@@ -9,6 +9,7 @@ gradient a backward through it gives each parameter and ``x`` (``autograd.grad``
 from __future__ import annotations
 
 import weakref
+from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -26,12 +27,13 @@ from helpers.course.lesson07_bug_clinic_continued.inplace_activation import (
     ResidualHead,
     multitask_parameters,
 )
+from helpers.language import marked, tr, translated
 from helpers.tools.errors import short_description
 
 TOLERANCE = (1e-4, 1e-5)
 MODELS = {  # name -> (input features, width, classes)
-    "the notebook's models": (IN_FEATURES, WIDTH, CLASSES),
-    "6 input features, width 20 and 5 classes": (6, 20, 5),
+    marked("the notebook's models"): (IN_FEATURES, WIDTH, CLASSES),
+    marked("6 input features, width 20 and 5 classes"): (6, 20, 5),
 }
 AXES: tuple = (
     batch(BATCH, 1, 5, 32),
@@ -39,7 +41,7 @@ AXES: tuple = (
     MODE,
     FROZEN,
     calls(1, 3),
-    shapes(*MODELS, tried="another input size, width and number of classes"),
+    replace(shapes(*MODELS, tried="another input size, width and number of classes"), describe=translated),
 )
 
 _NAMES: Dict[int, Tuple[weakref.ref, int, str]] = {}  # id(leaf) -> (the leaf, its place, its name) of built worlds
@@ -102,24 +104,27 @@ def outputs_and_gradients(actual: Dict[str, Any], expected: Dict[str, Any]) -> O
     for name, mine, theirs in zip(("logits", "value"), returned, right):
         problem = same_type_and_value(mine, theirs, *TOLERANCE)
         if problem is not None:
-            return problem.replace("returned", f"returned as `{name}`", 1)
+            if problem.startswith("returned"):  # the engine's English: say which output
+                return problem.replace("returned", f"returned as `{name}`", 1)
+            return tr("as `{name}`: {problem}", name=name, problem=problem)
         if theirs.requires_grad and not mine.requires_grad:
-            return (f"returned a `{name}` that carries no gradient (torch.no_grad(), or a detached tensor): a loss on "
-                    "it trains nothing")
+            return tr("returned a `{name}` that carries no gradient (torch.no_grad(), or a detached tensor): a loss on "
+                      "it trains nothing", name=name)
     if actual["raised"] is not None:
-        return f"returned outputs that backward cannot run through: it raised {actual['raised']}"
+        return tr("returned outputs that backward cannot run through: it raised {error}", error=actual["raised"])
     mine, theirs = actual["gradients"] or {}, expected["gradients"] or {}
     for name, right_grad in theirs.items():
         if name not in mine:
-            return (f"returned outputs through which no gradient reaches `{name}` (a detach, .data or "
-                    "torch.no_grad() on the way?)")
+            return tr("returned outputs through which no gradient reaches `{name}` (a detach, .data or "
+                      "torch.no_grad() on the way?)", name=name)
         if not torch.allclose(mine[name], right_grad, *TOLERANCE):
             gap = float((mine[name] - right_grad).abs().max())
-            return (f"returned outputs whose backward gives `{name}` a gradient up to {gap:.3g} away from the "
-                    "reference's (a path cut by a detach or .data, or a saved tensor changed behind autograd's back?)")
+            return tr("returned outputs whose backward gives `{name}` a gradient up to {gap} away from the "
+                      "reference's (a path cut by a detach or .data, or a saved tensor changed behind autograd's "
+                      "back?)", name=name, gap=f"{gap:.3g}")
     extra = [name for name in mine if name not in theirs]
     if extra:
-        return f"returned outputs that give `{extra[0]}` a gradient, where the reference's give it none"
+        return tr("returned outputs that give `{name}` a gradient, where the reference's give it none", name=extra[0])
     return None
 
 

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.course.seeds import fresh
+from helpers.language import tr
 from helpers.tools.gradients import gradients_of, relative_error, same_gradients  # noqa: F401 (notebook)
 
 IN_FEATURES = 8
@@ -191,9 +192,9 @@ class StepLog:
 
     def __str__(self) -> str:
         if not self.steps:
-            return "no optimizer stepped these parameters"
-        return "\n".join(f"{index}. {name}.step() moved {', '.join(self.params)}"
-                         for index, (name, _) in enumerate(self.steps, 1))
+            return tr("no optimizer stepped these parameters")
+        return "\n".join(tr("{index}. {optimizer}.step() moved {parameters}", index=index, optimizer=name,
+                            parameters=", ".join(self.params)) for index, (name, _) in enumerate(self.steps, 1))
 
     def __repr__(self) -> str:
         return str(self)

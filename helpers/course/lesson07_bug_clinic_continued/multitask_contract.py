@@ -25,14 +25,21 @@ from helpers.course.exercises.engine.situations import (
 )
 from helpers.course.exercises.engine.step_watch import kind
 from helpers.course.lesson07_bug_clinic_continued.multitask import BATCH, IN_FEATURES, make_batch, make_multitask_model
+from helpers.language import marked, tr, translated
 
-NOTEBOOK_MODELS = "the notebook's models"
+NOTEBOOK_MODELS = marked("the notebook's models")
 MODELS = {  # name -> (trunk widths, head A's outputs, head B's classes); None: the notebook's
     NOTEBOOK_MODELS: None,
-    "a one-layer trunk of width 24, head A with 2 outputs and head B with 5 classes": ((IN_FEATURES, 24), 2, 5),
+    marked("a one-layer trunk of width 24, head A with 2 outputs and head B with 5 classes"): ((IN_FEATURES, 24), 2, 5),
 }
-WEIGHTS = Axis("weights", ((0.3, 2.0), (1.5, 0.25)),
-               lambda weights: f"weight_a = {weights[0]:g} and weight_b = {weights[1]:g}", "other task weights")
+
+
+def _task_weights(weights: tuple) -> str:
+    """The weights axis's value, for a diagnosis."""
+    return tr("weight_a = {weight_a} and weight_b = {weight_b}", weight_a=f"{weights[0]:g}", weight_b=f"{weights[1]:g}")
+
+
+WEIGHTS = Axis("weights", ((0.3, 2.0), (1.5, 0.25)), _task_weights, "other task weights")
 
 AXES: tuple = (
     batch(BATCH, 1, 5, 32),
@@ -43,7 +50,7 @@ AXES: tuple = (
     replace(optimizers("SGD", "Adam", "SGD with momentum", "AdamW", "fused AdamW"),
             tried="optimizers SGD, SGD with momentum, Adam, AdamW (weight decay) and fused AdamW"),
     WEIGHTS,
-    shapes(*MODELS, tried="a one-layer trunk and other head sizes"),
+    replace(shapes(*MODELS, tried="a one-layer trunk and other head sizes"), describe=translated),  # names shown
 )
 
 

@@ -20,6 +20,7 @@ from helpers.course.exercises.engine.situations import GRADS, MODE, Situation, b
 from helpers.course.exercises.engine.step_watch import kind
 from helpers.course.lesson08_past_one_machine.replicas import rank_device, wrap
 from helpers.course.models import BATCH, HIDDEN, IN_FEATURES
+from helpers.language import tr
 
 AXES: tuple = (
     batch(BATCH, 1, 5),
@@ -77,7 +78,8 @@ def judge_in_processes(contract: Contract, answer: Callable[..., Any], seed: Opt
         _judge_on_ranks, world_size=2, timeout_s=180.0,
         args=(cloudpickle.dumps(answer), contract.seed if seed is None else seed,
               contract.combinations if combinations is None else combinations))
-    return next((f"On rank {rank}: {text}" for rank, text in enumerate(found) if text is not None), None)
+    return next((tr("On rank {rank}: {problem}", rank=rank, problem=text) for rank, text in enumerate(found)
+                 if text is not None), None)
 
 
 CONTRACT = Contract(

@@ -33,6 +33,7 @@ from helpers.course.exercises.result import CheckResult, failed, not_attempted, 
 from helpers.course.lesson08_past_one_machine.contract import CONTRACT
 from helpers.course.lesson08_past_one_machine.replicas import rank_device, wrap
 from helpers.course.models import BATCH, make_inputs, make_two_models, two_losses
+from helpers.language import marked, tr
 from helpers.tools.spawn import WorkerFailed, run_distributed
 
 EXERCISE_ID = "ddp_two_loss_step"
@@ -43,32 +44,37 @@ TIMEOUT_S = 90.0
 MODELS = ("M1", "M2")
 OWN = {"M1": "L1", "M2": "L2"}
 OTHER = {"M1": "L2", "M2": "L1"}
+# the parts a recorded gradient is read as a mixture of (shown translated by describe_combination)
+AVERAGED = {"L1": marked("L1 averaged"), "L2": marked("L2 averaged")}
+OF_THE_SHARD = {"L1": marked("L1 of this rank's shard"), "L2": marked("L2 of this rank's shard")}
+PREVIOUS = marked("the previous step's gradient")
 
 HINTS = (
-    ("Under DDP a right step leaves both replicas with the same gradient: M1's is the gradient of L1 on the whole "
-     "global batch (each rank's own-shard gradient, averaged by DDP), M2's that of L2. Each optimizer steps once."),
-    ("Each DDP wrapper marks a parameter ready when a backward accumulates a gradient into its .grad, and writes the "
-     "averages into .grad when all of the wrapper's parameters are ready, at the end of that backward. A gradient "
-     "that arrives after that stays on its rank, and nothing raises; one that arrives before it raises \"marked "
-     "ready twice\"; torch.autograd.grad never reaches the hooks, so nothing is averaged. Step an optimizer only "
-     "after its model's wrapper has averaged."),
-    ("Give each model one backward per forward: restrict L1's backward to M1's parameters with inputs= (and keep "
-     "the graph for the next one with retain_graph=True), then L2's backward to M2's parameters; or detach the other "
-     "model's output in each shared term and run one backward of the sum. Zero both optimizers first, step both "
-     "last."),
+    marked("Under DDP a right step leaves both replicas with the same gradient: M1's is the gradient of L1 on the "
+           "whole global batch (each rank's own-shard gradient, averaged by DDP), M2's that of L2. Each optimizer "
+           "steps once."),
+    marked("Each DDP wrapper marks a parameter ready when a backward accumulates a gradient into its .grad, and "
+           "writes the averages into .grad when all of the wrapper's parameters are ready, at the end of that "
+           "backward. A gradient that arrives after that stays on its rank, and nothing raises; one that arrives "
+           "before it raises \"marked ready twice\"; torch.autograd.grad never reaches the hooks, so nothing is "
+           "averaged. Step an optimizer only after its model's wrapper has averaged."),
+    marked("Give each model one backward per forward: restrict L1's backward to M1's parameters with inputs= (and "
+           "keep the graph for the next one with retain_graph=True), then L2's backward to M2's parameters; or "
+           "detach the other model's output in each shared term and run one backward of the sum. Zero both "
+           "optimizers first, step both last."),
 )
 
 _ERROR_EXPLANATIONS = {
-    "ddp-unfinished-reduction": (
+    "ddp-unfinished-reduction": marked(
         "A backward left some of a DDP model's parameters without a gradient (inputs= that leaves part of a model "
         "out, or a loss that never reaches one), and DDP waits for every parameter before its next forward. Each "
         "model's backward must reach all of its parameters."
     ),
-    "inplace-version": (
+    "inplace-version": marked(
         "An optimizer stepped (in place) while a later backward still needed its model's old weights: run every "
         "backward before any step."
     ),
-    "backward-twice": (
+    "backward-twice": marked(
         "The first backward freed the graph the second one walks through: keep it with retain_graph=True on the "
         "first backward, or detach the other model's output in each shared term and run one backward."
     ),
@@ -170,34 +176,37 @@ def _largest_difference(a: Grads, b: Grads) -> float:
 def _read_mixture(model: str, weights: Dict[str, float]) -> str:
     """What the mixture a rank stepped ``model`` with says about the answer."""
     own, other = OWN[model], OTHER[model]
-    averaged = {k: weights.get(f"{k} averaged", 0.0) for k in (own, other)}
-    local = {k: weights.get(f"{k} of this rank's shard", 0.0) for k in (own, other)}
-    got = f"{model} was stepped with {describe_combination(weights)}."
+    averaged = {k: weights.get(AVERAGED[k], 0.0) for k in (own, other)}
+    local = {k: weights.get(OF_THE_SHARD[k], 0.0) for k in (own, other)}
+    got = tr("{model} was stepped with {combination}.", model=model, combination=describe_combination(weights))
     if any(abs(v) > 1e-3 for v in local.values()):
         if all(abs(v) <= 1e-3 for v in averaged.values()):
-            return (f"{got} DDP never averaged it: each rank stepped with its own shard's gradient, so the replicas "
-                    "drift apart. torch.autograd.grad, a backward through the unwrapped model (.module) or one under "
-                    "no_sync() fills .grad without DDP's all-reduce.")
-        return (f"{got} A second backward added to it after {model}'s DDP wrapper had written its averages (a "
-                "wrapper averages once per forward, when every one of its parameters has a gradient), and what a "
-                "later backward adds stays on its rank, so the replicas drift apart. Give each model exactly one "
-                "backward pass per forward (inputs=, or the other model's output detached).")
+            return tr("{got} DDP never averaged it: each rank stepped with its own shard's gradient, so the replicas "
+                      "drift apart. torch.autograd.grad, a backward through the unwrapped model (.module) or one "
+                      "under no_sync() fills .grad without DDP's all-reduce.", got=got)
+        return tr("{got} A second backward added to it after {model}'s DDP wrapper had written its averages (a "
+                  "wrapper averages once per forward, when every one of its parameters has a gradient), and what a "
+                  "later backward adds stays on its rank, so the replicas drift apart. Give each model exactly one "
+                  "backward pass per forward (inputs=, or the other model's output detached).", got=got, model=model)
     if _near(averaged[own], 1.0) and _near(averaged[other], -1.0):
-        return (f"{got} That is the gradient of own({model.replace('M', 'O')}) alone: the shared term's gradient is "
-                f"missing, as when both outputs are detached in it. Detach only the *other* model's output in each "
-                "shared term, so that it still trains this model.")
+        return tr("{got} That is the gradient of own({output}) alone: the shared term's gradient is missing, as when "
+                  "both outputs are detached in it. Detach only the *other* model's output in each shared term, so "
+                  "that it still trains this model.", got=got, output=model.replace("M", "O"))
     if _near(averaged[own], 0.0) and _near(averaged[other], 1.0):
-        return (f"{got} The losses are swapped: {model} got {other}'s gradient. Check which loss's backward lists "
-                f"which model's parameters in inputs=: {own} goes with {model}.")
+        return tr("{got} The losses are swapped: {model} got {other}'s gradient. Check which loss's backward lists "
+                  "which model's parameters in inputs=: {own} goes with {model}.", got=got, model=model, other=other,
+                  own=own)
     if abs(averaged[other]) > 1e-3:
-        return (f"{got} {other} reached {model}: {model} must get the gradient of {own} only. Restrict each backward "
-                f"to its model's parameters (inputs=), or detach the other model's output in the shared term.")
+        return tr("{got} {other} reached {model}: {model} must get the gradient of {own} only. Restrict each "
+                  "backward to its model's parameters (inputs=), or detach the other model's output in the shared "
+                  "term.", got=got, other=other, model=model, own=own)
     if _near(averaged[own], float(WORLD_SIZE)):
-        return (f"{got} That is the sum over the {WORLD_SIZE} ranks, not their average: an all_reduce sums (divide "
-                "by the world size after it), and DDP itself already averages (so a loss needs no factor).")
+        return tr("{got} That is the sum over the {ranks} ranks, not their average: an all_reduce sums (divide by "
+                  "the world size after it), and DDP itself already averages (so a loss needs no factor).", got=got,
+                  ranks=WORLD_SIZE)
     if abs(averaged[own] - 1.0) > 1e-3:
-        return (f"{got} The size is off: DDP already averages over the ranks, so use {own} as it is (no division "
-                "by the world size, no extra factor).")
+        return tr("{got} The size is off: DDP already averages over the ranks, so use {own} as it is (no division "
+                  "by the world size, no extra factor).", got=got, own=own)
     return got
 
 
@@ -210,9 +219,12 @@ def _diagnose_model(model: str, per_rank: List[Dict[str, Any]], previous: Option
     optimizer = "opt1" if model == "M1" else "opt2"
     for rank, step in enumerate(per_rank):
         count = len(step["calls"][model])
+        if count == 0:
+            return tr("On rank {rank}, {optimizer} was never stepped: each optimizer steps exactly once per call.",
+                      rank=rank, optimizer=optimizer)
         if count != 1:
-            what = "never stepped" if count == 0 else f"stepped {count} times"
-            return f"On rank {rank}, {optimizer} was {what}: each optimizer steps exactly once per call."
+            return tr("On rank {rank}, {optimizer} was stepped {count} times: each optimizer steps exactly once per "
+                      "call.", rank=rank, optimizer=optimizer, count=count)
     shard_parts = [step["parts"][model] for step in per_rank]
     averaged = {loss: _mean([parts[loss] for parts in shard_parts]) for loss in ("L1", "L2")}
     recorded = [step["calls"][model][0] for step in per_rank]
@@ -221,35 +233,38 @@ def _diagnose_model(model: str, per_rank: List[Dict[str, Any]], previous: Option
     for rank, grads in enumerate(recorded):
         if _empty(grads):
             if not _empty(per_rank[rank]["left"][model]):
-                return (f"On rank {rank}, {optimizer} stepped before {model}'s gradient arrived: .grad was empty at "
-                        f"{optimizer}.step() and filled afterwards. Run every backward first, then step.")
-            return (f"On rank {rank}, {model} was stepped with no gradient: zero the gradients before the backward "
-                    "passes, not between backward() and step(), and let its loss reach it.")
+                return tr("On rank {rank}, {optimizer} stepped before {model}'s gradient arrived: .grad was empty "
+                          "at {optimizer}.step() and filled afterwards. Run every backward first, then step.",
+                          rank=rank, optimizer=optimizer, model=model)
+            return tr("On rank {rank}, {model} was stepped with no gradient: zero the gradients before the backward "
+                      "passes, not between backward() and step(), and let its loss reach it.", rank=rank, model=model)
         missing = [name for name, g in zip(per_rank[rank]["names"][model], grads) if g is None]
         if missing:
-            return (f"On rank {rank}, {model}'s {', '.join(missing)} got no gradient. DDP waits for every parameter "
-                    "of a wrapper before it averages, so the gradients that did arrive were not averaged either, and "
-                    "its next forward raises \"Expected to have finished reduction in the prior iteration\". Let "
-                    f"{OWN[model]}'s backward reach all of {model}'s parameters (inputs= must list them all).")
+            return tr("On rank {rank}, {model}'s {missing} got no gradient. DDP waits for every parameter of a "
+                      "wrapper before it averages, so the gradients that did arrive were not averaged either, and its "
+                      "next forward raises \"Expected to have finished reduction in the prior iteration\". Let "
+                      "{loss}'s backward reach all of {model}'s parameters (inputs= must list them all).", rank=rank,
+                      model=model, missing=", ".join(missing), loss=OWN[model])
     for rank, grads in enumerate(recorded):
         if _close(grads, averaged[OWN[model]]):
             continue
-        parts = {f"{loss} averaged": averaged[loss] for loss in ("L1", "L2")}
-        parts.update({f"{loss} of this rank's shard": shard_parts[rank][loss] for loss in ("L1", "L2")})
+        parts = {AVERAGED[loss]: averaged[loss] for loss in ("L1", "L2")}
+        parts.update({OF_THE_SHARD[loss]: shard_parts[rank][loss] for loss in ("L1", "L2")})
         if previous is not None:
-            parts["the previous step's gradient"] = previous[rank]
+            parts[PREVIOUS] = previous[rank]
         weights = as_combination(grads, parts)
-        if weights is not None and abs(weights.get("the previous step's gradient", 0.0)) > 1e-3:
-            return (f"On rank {rank}, {model}'s gradient still held the previous step's: gradients pile up in .grad. "
-                    "Zero both optimizers' gradients at the start of each step.")
+        if weights is not None and abs(weights.get(PREVIOUS, 0.0)) > 1e-3:
+            return tr("On rank {rank}, {model}'s gradient still held the previous step's: gradients pile up in "
+                      ".grad. Zero both optimizers' gradients at the start of each step.", rank=rank, model=model)
         if weights is not None:
-            return f"On rank {rank}: {_read_mixture(model, weights)}"
+            return tr("On rank {rank}: {problem}", rank=rank, problem=_read_mixture(model, weights))
     if not all(_close(g, recorded[0]) for g in recorded[1:]):
-        return (f"The replicas drifted apart: rank 0 and rank 1 stepped {model} with different gradients (largest "
-                f"difference {_largest_difference(recorded[0], recorded[1]):.2g}), and nothing raised. Under DDP "
-                "every rank's .grad must come out of DDP's own all-reduce.")
-    return (f"{model}'s gradient differs from the gradient of {OWN[model]} averaged over the ranks (largest "
-            f"difference {_largest_difference(recorded[0], averaged[OWN[model]]):.2g}).")
+        return tr("The replicas drifted apart: rank 0 and rank 1 stepped {model} with different gradients (largest "
+                  "difference {largest}), and nothing raised. Under DDP every rank's .grad must come out of DDP's own "
+                  "all-reduce.", model=model, largest=f"{_largest_difference(recorded[0], recorded[1]):.2g}")
+    return tr("{model}'s gradient differs from the gradient of {loss} averaged over the ranks (largest difference "
+              "{largest}).", model=model, loss=OWN[model],
+              largest=f"{_largest_difference(recorded[0], averaged[OWN[model]]):.2g}")
 
 
 def diagnose(per_rank_steps: List[List[Dict[str, Any]]]) -> Optional[str]:
@@ -258,12 +273,13 @@ def diagnose(per_rank_steps: List[List[Dict[str, Any]]]) -> Optional[str]:
     for index in range(STEPS):
         for rank, steps in enumerate(per_rank_steps):
             if index < len(steps) and "error" in steps[index]:
-                return f"On rank {rank}, step {index + 1}: {steps[index]['error']}"
+                return tr("On rank {rank}, step {step}: {problem}", rank=rank, step=index + 1,
+                          problem=steps[index]["error"])
         per_rank = [steps[index] for steps in per_rank_steps]
         for model in MODELS:
             problem = _diagnose_model(model, per_rank, previous[model])
             if problem is not None:
-                return f"Step {index + 1}: {problem}"
+                return tr("Step {step}: {problem}", step=index + 1, problem=problem)
             previous[model] = [step["calls"][model][0] for step in per_rank]
     return None
 
@@ -296,9 +312,10 @@ def _payload(step_function: Any) -> bytes:
     try:
         return cloudpickle.dumps(step_function)
     except Exception as error:  # noqa: BLE001 - any failure to pickle is the learner's to fix
-        raise LearnerError(f"Your function could not be sent to the worker processes ({type(error).__name__}: "
-                           f"{str(error)[:160]}). Use only its arguments and what you import; don't reach for "
-                           "models, optimizers or open files defined elsewhere in the notebook.") from error
+        raise LearnerError(tr("Your function could not be sent to the worker processes ({error}). Use only its "
+                              "arguments and what you import; don't reach for models, optimizers or open files "
+                              "defined elsewhere in the notebook.",
+                              error=f"{type(error).__name__}: {str(error)[:160]}")) from error
 
 
 def run_answers(rank: int, world_size: int, payloads: Sequence[bytes]) -> List[List[Dict[str, Any]]]:
@@ -313,14 +330,16 @@ def _verdict(per_rank_steps: List[List[Dict[str, Any]]]) -> CheckResult:
     if problem is not None:
         return failed(EXERCISE_ID, problem)
     engine = [steps[-1].get("engine") for steps in per_rank_steps if steps]
-    problem = next((f"On rank {rank}: {text}" for rank, text in enumerate(engine) if text is not None), None)
+    problem = next((tr("On rank {rank}: {problem}", rank=rank, problem=text) for rank, text in enumerate(engine)
+                    if text is not None), None)
     if problem is not None:
         return failed(EXERCISE_ID, problem)
-    return passed(EXERCISE_ID, f"{STEPS} consecutive steps on {WORLD_SIZE} processes (gloo, or NCCL with a GPU per "
-                               "process), on models and batches the notebook never used: on every rank, opt1 stepped "
-                               "once with the gradient of L1 and opt2 with that of L2, each averaged over the ranks "
-                               "by DDP. The replicas stay identical. It also matched the reference on every rank in "
-                               f"all {situations_tried(CONTRACT)} situations the check generates.")
+    return passed(EXERCISE_ID, tr("{steps} consecutive steps on {processes} processes (gloo, or NCCL with a GPU per "
+                                  "process), on models and batches the notebook never used: on every rank, opt1 "
+                                  "stepped once with the gradient of L1 and opt2 with that of L2, each averaged over "
+                                  "the ranks by DDP. The replicas stay identical. It also matched the reference on "
+                                  "every rank in all {situations} situations the check generates.", steps=STEPS,
+                                  processes=WORLD_SIZE, situations=situations_tried(CONTRACT)))
 
 
 def check_answers(step_functions: Sequence[Any]) -> List[CheckResult]:
@@ -332,7 +351,8 @@ def check_answers(step_functions: Sequence[Any]) -> List[CheckResult]:
             if is_unanswered(function) or is_stub(function):
                 raise NotAttempted()
             if not callable(function):
-                raise LearnerError(f"The answer should be a function, but it is {type(function).__name__}.")
+                raise LearnerError(tr("The answer should be a function, but it is {type}.",
+                                      type=type(function).__name__))
             payloads.append(_payload(function))
             where.append(index)
         except NotAttempted:
@@ -343,12 +363,13 @@ def check_answers(step_functions: Sequence[Any]) -> List[CheckResult]:
         try:
             per_rank = run_distributed(run_answers, world_size=WORLD_SIZE, args=(payloads,), timeout_s=TIMEOUT_S)
         except TimeoutError:
-            stuck = failed(EXERCISE_ID, f"The ranks did not finish within {TIMEOUT_S:.0f} s: one rank is waiting for "
-                                        "the other in a collective (do both ranks run the same backward passes?), "
-                                        "or the step never returns.")
+            stuck = failed(EXERCISE_ID, tr("The ranks did not finish within {seconds} s: one rank is waiting for the "
+                                           "other in a collective (do both ranks run the same backward passes?), or "
+                                           "the step never returns.", seconds=f"{TIMEOUT_S:.0f}"))
             per_rank = None
         except WorkerFailed as error:
-            stuck = failed(EXERCISE_ID, f"A worker process failed outside your step: {str(error).splitlines()[0]}")
+            stuck = failed(EXERCISE_ID, tr("A worker process failed outside your step: {error}",
+                                           error=str(error).splitlines()[0]))
             per_rank = None
         for position, index in enumerate(where):
             results[index] = stuck if per_rank is None else _verdict([rank[position] for rank in per_rank])

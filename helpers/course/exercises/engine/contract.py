@@ -11,6 +11,7 @@ import torch
 from helpers.course.exercises.engine.observe import Key, World
 from helpers.course.exercises.engine.situations import Axis, Situation, tried_line
 from helpers.course.exercises.solutions import solution_source
+from helpers.language import tr
 
 CHANGEABLE = ("value", "grad", "version", "buffer", "state")  # flags, settings, inputs and globals never are
 
@@ -46,47 +47,71 @@ def returns_nothing(actual: Any, expected: Any) -> Optional[str]:
     """The return rule of a training step: None, as the reference returns."""
     if actual is None and expected is None:
         return None
-    return f"returned {_a(type(actual).__name__)}, where this step returns None (nothing)"
+    return tr("returned {value}, where this step returns None (nothing)", value=_a(type(actual).__name__))
 
 
 def _a(name: str) -> str:
     """``a list``, ``an int``, ``None`` for NoneType."""
     if name == "NoneType":
         return "None"
-    return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
+    return tr("an {type}", type=name) if name[0].lower() in "aeiou" else tr("a {type}", type=name)
 
 
 def same_type_and_value(actual: Any, expected: Any, rtol: float, atol: float) -> Optional[str]:
     """The default rule for return values: the same type as the reference's (a set is not a list), tensors of
     the same shape and close values, containers element by element. None, or what differs."""
+    found = _returned(actual, expected, rtol, atol)
+    return None if found is None else found[0]
+
+
+def _returned(actual: Any, expected: Any, rtol: float, atol: float) -> Optional[Tuple[str, str]]:
+    """``same_type_and_value``'s answer, and the same without its leading "returned " (what an enclosing
+    container's sentence names), or None."""
+    found = _leaf(actual, expected, rtol, atol)
+    if found is not None:
+        return tr("returned {what}", what=found), found
+    if isinstance(expected, (tuple, list)):
+        for index, (a, e) in enumerate(zip(actual, expected)):
+            inner = _returned(a, e, rtol, atol)
+            if inner is not None:
+                whole = tr("returned, as item {index}, {what}", index=index, what=inner[1])
+                return whole, whole
+    if isinstance(expected, dict):
+        for key in expected:
+            inner = _returned(actual[key], expected[key], rtol, atol)
+            if inner is not None:
+                whole = tr("returned, under the key {key}, {what}", key=repr(key), what=inner[1])
+                return whole, whole
+    return None
+
+
+def _leaf(actual: Any, expected: Any, rtol: float, atol: float) -> Optional[str]:
+    """What differs, said after "returned " (``a list, where the reference returns a tuple``), where it is not
+    inside one item of a container; None when the values agree or the difference is inside an item."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
-            return f"returned {_a(type(actual).__name__)}, where the reference returns a tensor"
+            return tr("{value}, where the reference returns a tensor", value=_a(type(actual).__name__))
         if actual.shape != expected.shape:
-            return f"returned a tensor of shape {list(actual.shape)}, where the reference's is {list(expected.shape)}"
+            return tr("a tensor of shape {shape}, where the reference's is {expected}", shape=list(actual.shape),
+                      expected=list(expected.shape))
         if not torch.allclose(actual.detach().float().cpu(), expected.detach().float().cpu(), rtol=rtol, atol=atol):
-            return "returned a tensor whose values differ from the reference's"
+            return tr("a tensor whose values differ from the reference's")
         return None
     if type(actual) is not type(expected):
-        return f"returned {_a(type(actual).__name__)}, where the reference returns {_a(type(expected).__name__)}"
+        return tr("{value}, where the reference returns {expected}", value=_a(type(actual).__name__),
+                  expected=_a(type(expected).__name__))
     if isinstance(expected, (tuple, list)):
         if len(actual) != len(expected):
-            return f"returned {len(actual)} items, where the reference returns {len(expected)}"
-        for index, (a, e) in enumerate(zip(actual, expected)):
-            problem = same_type_and_value(a, e, rtol, atol)
-            if problem is not None:
-                return f"returned, as item {index}, {problem.removeprefix('returned ')}"
+            return tr("{count} items, where the reference returns {expected}", count=len(actual),
+                      expected=len(expected))
         return None
     if isinstance(expected, dict):
         if set(actual) != set(expected):
-            return f"returned keys {sorted(map(str, actual))}, where the reference returns {sorted(map(str, expected))}"
-        for key in expected:
-            problem = same_type_and_value(actual[key], expected[key], rtol, atol)
-            if problem is not None:
-                return f"returned, under the key {key!r}, {problem.removeprefix('returned ')}"
+            return tr("keys {keys}, where the reference returns {expected}", keys=sorted(map(str, actual)),
+                      expected=sorted(map(str, expected)))
         return None
     if actual != expected:
-        return f"returned {actual!r}, where the reference returns {expected!r}"
+        return tr("{value}, where the reference returns {expected}", value=repr(actual), expected=repr(expected))
     return None
 
 

@@ -14,6 +14,7 @@ from helpers.course.exercises.engine.situations import Situation, describe, gene
 from helpers.course.exercises.engine.words import calls_words, explain
 from helpers.course.exercises.guard import LearnerError, NotAttempted, run_learner
 from helpers.course.seeds import fresh
+from helpers.language import tr
 
 
 @dataclass
@@ -96,7 +97,8 @@ def learner_calls(contract: Contract, answer: Callable[..., Any], situation: Sit
                                     _call_seed(situation, call))
         except LearnerError as error:
             restore_globals(before)
-            records.append(CallRecord(before, raised=error.diagnosis.replace("Your function ", "", 1)))
+            raised = error.diagnosis.replace("Your function ", "", 1) if error.predicate is None else error.predicate
+            records.append(CallRecord(before, raised=raised))
             break
         except NotAttempted:
             restore_globals(before)
@@ -244,9 +246,15 @@ def diagnosis(finding: Finding, situation: Situation, contract: Contract) -> str
     where = describe(situation, contract.axes)
     when = calls_words(finding.call, finding.calls)
     text = explain(finding.difference, situation, contract.axes)
-    more = f" ({finding.count - 1} other difference{'s' if finding.count > 2 else ''} too)" if finding.count > 1 else ""
-    end = "" if text.endswith((".", "?", "!")) else "."
-    return f"{where}{', ' + when if when else ''}: {text}{end}{more}"
+    found = tr("{where}, {when}: {text}", where=where, when=when, text=text) if when else tr(
+        "{where}: {text}", where=where, text=text)
+    if not text.endswith((".", "?", "!", "。", "？", "！")):  # English or Chinese
+        found = tr("{sentence}.", sentence=found)
+    if finding.count == 2:
+        return tr("{sentence} (1 other difference too)", sentence=found)
+    if finding.count > 2:
+        return tr("{sentence} ({count} other differences too)", sentence=found, count=finding.count - 1)
+    return found
 
 
 def situations_tried(contract: Contract) -> int:

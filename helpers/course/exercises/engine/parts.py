@@ -8,6 +8,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Ty
 import torch
 
 from helpers.course.exercises.engine.contract import solution_function
+from helpers.language import tr
 from helpers.tools import State, count_states, saved_tensors
 
 T = TypeVar("T")
@@ -35,9 +36,12 @@ class SavedCounts(NamedTuple):
 
     def __repr__(self) -> str:  # short: a diagnosis shows "<the learner's> instead of <the reference's>"
         if not self.freed and not self.stale:
-            return f"all {self.alive} of its saved tensors alive"
-        return ", ".join([f"{self.freed} of its saved tensors freed"] * bool(self.freed)
-                         + [f"{self.stale} stale"] * bool(self.stale))
+            return tr("all {alive} of its saved tensors alive", alive=self.alive)
+        if not self.stale:
+            return tr("{freed} of its saved tensors freed", freed=self.freed)
+        if not self.freed:
+            return tr("{stale} stale", stale=self.stale)
+        return tr("{freed} of its saved tensors freed, {stale} stale", freed=self.freed, stale=self.stale)
 
 
 def graph_state(losses: Callable[[], Sequence[torch.Tensor]], params: Dict[str, torch.Tensor]) -> Callable[

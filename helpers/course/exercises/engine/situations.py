@@ -11,10 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Sequence, Tuple
 
 from helpers.course.seeds import fresh
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
+from helpers.language import marked, tr, translated
 
 
 @dataclass(frozen=True)
@@ -32,33 +29,41 @@ class Axis:
         return self.values[0]
 
 
+def _batch_words(rows: int) -> str:
+    return tr("a batch of 1 row") if rows == 1 else tr("a batch of {rows} rows", rows=rows)
+
+
 def batch(notebook: int, *others: int) -> Axis:
     """Rows per batch: the notebook's, then others (1 and an odd size are the ones that expose a constant)."""
     sizes = (notebook, *others)
     shown = sorted(set(sizes))
-    return Axis("batch", sizes, lambda rows: f"a batch of {_plural(rows, 'row')}",
-                f"batches of {', '.join(map(str, shown[:-1]))} and {shown[-1]} rows")
+    return Axis("batch", sizes, _batch_words, f"batches of {', '.join(map(str, shown[:-1]))} and {shown[-1]} rows")
 
 
-GRADS = Axis("grads", ("none", "filled", "zero"),
-             {"none": ".grad empty (None)", "filled": ".grad already holding a gradient",
-              "zero": ".grad holding zeros"}.__getitem__,
+_GRADS_WORDS = {"none": marked(".grad empty (None)"), "filled": marked(".grad already holding a gradient"),
+                "zero": marked(".grad holding zeros")}
+GRADS = Axis("grads", ("none", "filled", "zero"), lambda grads: translated(_GRADS_WORDS[grads]),
              "`.grad` empty, zero or already filled")
-MODE = Axis("mode", ("train", "eval"), lambda mode: f"the models handed over in {mode} mode",
-            "models in train and in eval mode")
-FROZEN = Axis("frozen", (False, True), lambda frozen: "a frozen first layer (requires_grad=False)" if frozen
-              else "no frozen weights", "a frozen first layer")
+MODE = Axis("mode", ("train", "eval"), lambda mode: tr("the models handed over in train mode") if mode == "train"
+            else tr("the models handed over in eval mode"), "models in train and in eval mode")
+FROZEN = Axis("frozen", (False, True), lambda frozen: tr("a frozen first layer (requires_grad=False)") if frozen
+              else tr("no frozen weights"), "a frozen first layer")
 
 
 def calls(*counts: int) -> Axis:
     """Consecutive calls on the same objects, the inputs refilled in place between them."""
-    return Axis("calls", counts, lambda count: f"{_plural(count, 'call')} in a row on the same objects",
+    return Axis("calls", counts, lambda count: tr("1 call in a row on the same objects") if count == 1
+                else tr("{count} calls in a row on the same objects", count=count),
                 f"{max(counts)} calls in a row on the same objects, the inputs refilled in place")
+
+
+KIND_NAMES = (marked("SGD with momentum"), marked("fused Adam"), marked("fused AdamW"))  # shown with translated()
 
 
 def optimizers(*kinds: str) -> Axis:
     """Optimizer kinds (names of ``step_watch.optimizer_kinds``)."""
-    return Axis("optimizer", kinds, lambda kind: f"{kind} optimizers", "optimizers " + ", ".join(kinds))
+    return Axis("optimizer", kinds, lambda kind: tr("{kind} optimizers", kind=translated(kind)),
+                "optimizers " + ", ".join(kinds))
 
 
 def shapes(*variants: str, tried: str) -> Axis:
@@ -115,9 +120,14 @@ def describe(situation: Situation, axes: Sequence[Axis]) -> str:
     for axis in situation.changed_axes(axes):
         text = axis.describe(situation[axis.name])
         if axis.name == "batch":
-            text += f" (the notebook used {axis.notebook})"
+            text = tr("{batch} (the notebook used {rows})", batch=text, rows=axis.notebook)
         parts.append(text)
-    return ("With " + " and ".join(parts)) if parts else "In the notebook's own situation"
+    if not parts:
+        return tr("In the notebook's own situation")
+    listed = parts[0]
+    for part in parts[1:]:
+        listed = tr("{first} and {second}", first=listed, second=part)
+    return tr("With {conditions}", conditions=listed)
 
 
 def tried_line(axes: Sequence[Axis], extra: Sequence[str] = ()) -> str:

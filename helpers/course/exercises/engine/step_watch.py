@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from helpers.course.exercises.engine.untouched import held_grads
+from helpers.language import tr
 from helpers.tools.gradients import same_gradients
 
 Gradients = List[Optional[torch.Tensor]]
@@ -190,23 +191,30 @@ def _flag_change(name: str, before: ModuleState, now: ModuleState) -> Optional[s
     """What changed in a module's flags, in learner words. Parameter names are listed when ``name`` is the
     variable the learner knows the module by (``head_b``, not ``the model``)."""
     if now.ids != before.ids:
-        return (f"replaced parameters of {name}: its layers must stay the ones its optimizer holds. Change "
-                "weights only with the optimizer's step()")
+        return tr("replaced parameters of {name}: its layers must stay the ones its optimizer holds. Change weights "
+                  "only with the optimizer's step()", name=name)
     switched = [key for key, flag in before.requires_grad.items() if now.requires_grad.get(key) != flag]
     if switched:
         shown = ", ".join(f"{name}.{key}" for key in switched[:3]) + (" ..." if len(switched) > 3 else "")
-        how = (f": it changed requires_grad ({shown}) and did not undo it. The" if name.isidentifier() else
-               " (requires_grad_() was not undone): the")
-        return (f"left {name}'s parameters with requires_grad changed{how} next step, and every other user of the "
-                "model, gets no gradient for them. If you freeze a model for one backward, unfreeze it before you "
-                "return - or use backward(inputs=...); to cut a path, detach a tensor")
+        if name.isascii() and name.isidentifier():  # a variable's name, not "the model" (nor a translation of it)
+            return tr("left {name}'s parameters with requires_grad changed: it changed requires_grad ({shown}) and "
+                      "did not undo it. The next step, and every other user of the model, gets no gradient for them. "
+                      "If you freeze a model for one backward, unfreeze it before you return - or use "
+                      "backward(inputs=...); to cut a path, detach a tensor", name=name, shown=shown)
+        return tr("left {name}'s parameters with requires_grad changed (requires_grad_() was not undone): the next "
+                  "step, and every other user of the model, gets no gradient for them. If you freeze a model for one "
+                  "backward, unfreeze it before you return - or use backward(inputs=...); to cut a path, detach a "
+                  "tensor", name=name)
     moved = [key for key, training in before.modes.items() if now.modes.get(key) != training]
     if moved:
-        mode = "eval" if any(before.modes[key] for key in moved) else "training"
-        who = name if "" in moved else f"its layer {moved[0]}"
-        return (f"left {name} (or one of its layers) in {mode} mode - train()/eval() was not undone, so {who} is "
-                f"now in {mode} mode: dropout and batch norm would behave differently from then on. Leave each "
-                "module in the mode it was handed to you")
+        who = name if "" in moved else tr("its layer {layer}", layer=moved[0])
+        if any(before.modes[key] for key in moved):
+            return tr("left {name} (or one of its layers) in eval mode - train()/eval() was not undone, so {who} is "
+                      "now in eval mode: dropout and batch norm would behave differently from then on. Leave each "
+                      "module in the mode it was handed to you", name=name, who=who)
+        return tr("left {name} (or one of its layers) in training mode - train()/eval() was not undone, so {who} is "
+                  "now in training mode: dropout and batch norm would behave differently from then on. Leave each "
+                  "module in the mode it was handed to you", name=name, who=who)
     return None
 
 
@@ -216,20 +224,24 @@ def changed(before: Snapshot, tensors: Mapping[str, torch.Tensor], modules: Mapp
     for name, tensor in tensors.items():
         value, requires_grad = before.tensors[name]
         if tensor.shape != value.shape or not torch.equal(tensor.detach(), value):
-            return f"changed the input `{name}` in place: the inputs are data, read them, never write them"
+            return tr("changed the input `{name}` in place: the inputs are data, read them, never write them",
+                      name=name)
         if tensor.requires_grad != requires_grad or tensor.grad is not None:
-            return (f"changed the input `{name}`: it now {'requires' if tensor.requires_grad else 'holds'} a "
-                    "gradient. Inputs are data: no requires_grad_() on them")
+            if tensor.requires_grad:
+                return tr("changed the input `{name}`: it now requires a gradient. Inputs are data: no "
+                          "requires_grad_() on them", name=name)
+            return tr("changed the input `{name}`: it now holds a gradient. Inputs are data: no requires_grad_() on "
+                      "them", name=name)
     for name, module in modules.items():
         problem = _flag_change(name, before.modules[name], module_state(module))
         if problem is not None:
             return problem
     for name, optimizer in optimizers.items():
         if _settings(optimizer) != before.settings[name]:
-            return (f"changed {name}'s settings (its learning rate, another hyperparameter or the parameters it "
-                    "holds): leave the optimizers as they were handed to you")
+            return tr("changed {name}'s settings (its learning rate, another hyperparameter or the parameters it "
+                      "holds): leave the optimizers as they were handed to you", name=name)
     if torch.is_anomaly_enabled() != before.anomaly:
-        return "left anomaly detection switched on for everything that runs afterwards: switch it off again"
+        return tr("left anomaly detection switched on for everything that runs afterwards: switch it off again")
     return None
 
 

@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 
 from helpers.course.seeds import fresh
+from helpers.language import tr
 
 Held = List[Optional[torch.Tensor]]
 
@@ -35,11 +36,11 @@ def grad_change(names: Sequence[str], params: Sequence[torch.Tensor], before: He
         if old is None and new is None:
             continue
         if old is None:
-            return f"filled {name}.grad, which was empty"
+            return tr("filled {name}.grad, which was empty", name=name)
         if new is None:
-            return f"emptied {name}.grad (it held a gradient the caller had accumulated)"
+            return tr("emptied {name}.grad (it held a gradient the caller had accumulated)", name=name)
         if new.shape != old.shape or not torch.equal(new.detach(), old):
-            return f"changed {name}.grad (it held a gradient the caller had accumulated)"
+            return tr("changed {name}.grad (it held a gradient the caller had accumulated)", name=name)
     return None
 
 
@@ -53,12 +54,19 @@ def settings_change(before: Tuple[torch.dtype, bool, bool]) -> Optional[str]:
     dtype, anomaly, grad_mode = before
     problems: Dict[str, str] = {}
     if torch.get_default_dtype() != dtype:
-        problems["dtype"] = f"left the default dtype at {torch.get_default_dtype()} (it was {dtype})"
+        problems["dtype"] = tr("left the default dtype at {now} (it was {was})", now=torch.get_default_dtype(),
+                               was=dtype)
         torch.set_default_dtype(dtype)
     if torch.is_anomaly_enabled() != anomaly:
-        problems["anomaly"] = "left anomaly detection switched " + ("on" if torch.is_anomaly_enabled() else "off")
+        problems["anomaly"] = (tr("left anomaly detection switched on") if torch.is_anomaly_enabled()
+                               else tr("left anomaly detection switched off"))
         torch.autograd.set_detect_anomaly(anomaly)
     if torch.is_grad_enabled() != grad_mode:
-        problems["grad"] = "left gradient tracking switched " + ("on" if torch.is_grad_enabled() else "off")
+        problems["grad"] = (tr("left gradient tracking switched on") if torch.is_grad_enabled()
+                            else tr("left gradient tracking switched off"))
         torch.set_grad_enabled(grad_mode)
-    return "; ".join(problems.values()) or None
+    found = list(problems.values())
+    listed = found[0] if found else None
+    for problem in found[1:]:
+        listed = tr("{first}; {second}", first=listed, second=problem)
+    return listed
