@@ -16,8 +16,8 @@ from typing import Dict, List, Sequence, Tuple
 
 from helpers.course.exercises.registry import exercises
 from helpers.grade.rows import STATUSES, Row
-from helpers.language import chosen_language, marked, tr, translated
 from helpers.grade.submissions import natural_key
+from helpers.language import chosen_language, marked, tr, translated
 
 CSV_COLUMNS = ("notebook", "exercise", "status", "message")
 # Okabe-Ito colours (colour-blind safe), each with its own text mark, so the table also reads in grey.

@@ -29,6 +29,7 @@ GRAPH = marked("the loss's graph (a backward without retain_graph=True frees its
                "makes them stale)")
 DEEP_LAYERS = 12  # Linear layers of the deeper models: their first layer lies about 25 nodes below the loss
 DEEPER = marked("deeper models (12 layers each)")  # the name of _deeper_models, DEEP_LAYERS written out
+assert str(DEEP_LAYERS) in DEEPER, "DEEPER names DEEP_LAYERS: change both"
 
 
 def _notebook_models(seed: int) -> Tuple[nn.Module, nn.Module]:

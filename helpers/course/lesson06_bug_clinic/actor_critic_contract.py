@@ -11,13 +11,12 @@ import torch
 from helpers.course.exercises.engine.build import refill_with, seeded
 from helpers.course.exercises.engine.contract import Contract, returns_nothing, training_step
 from helpers.course.exercises.engine.observe import World
-from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls
+from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls, shapes
 from helpers.course.lesson06_bug_clinic.actor_critic import BATCH, N_ACTIONS, STATE_FEATURES, ActorCritic
 from helpers.course.lesson06_bug_clinic.step_contract import (
     COMPARED_AFTER,
     OPTIMIZERS_TRIED,
     make_optimizer,
-    model_variants,
     optimizer_words,
 )
 from helpers.course.seeds import fresh
@@ -49,7 +48,7 @@ AXES: tuple = (
                                                "head by {critic}", trunk=optimizer_words(k[0]),
                                                actor=optimizer_words(k[1]), critic=optimizer_words(k[2])),
          OPTIMIZERS_TRIED),
-    model_variants(MODELS, tried="a wider trunk and 5 actions"),
+    shapes(*MODELS, tried="a wider trunk and 5 actions"),
 )
 
 

@@ -11,7 +11,7 @@ from torch import nn
 from helpers.course.exercises.engine.build import refill_with, seeded
 from helpers.course.exercises.engine.contract import Contract, returns_nothing, training_step
 from helpers.course.exercises.engine.observe import World
-from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls
+from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls, shapes
 from helpers.course.lesson06_bug_clinic.gan import (
     BATCH,
     DATA_DIM,
@@ -24,7 +24,6 @@ from helpers.course.lesson06_bug_clinic.step_contract import (
     COMPARED_AFTER,
     OPTIMIZERS_TRIED,
     make_optimizer,
-    model_variants,
     optimizer_words,
 )
 from helpers.language import marked, tr
@@ -57,7 +56,7 @@ AXES: tuple = (
     calls(1, 3),
     Axis("optimizer", OPTIMIZERS, lambda kinds: tr("G stepped by {g} and D by {d}", g=optimizer_words(kinds[0]),
                                                    d=optimizer_words(kinds[1])), OPTIMIZERS_TRIED),
-    model_variants(MODELS, tried="a deeper, wider G and D"),
+    shapes(*MODELS, tried="a deeper, wider G and D"),
 )
 
 

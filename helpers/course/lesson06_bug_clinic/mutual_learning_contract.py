@@ -12,13 +12,12 @@ from torch import nn
 from helpers.course.exercises.engine.build import mlp, refill_with, seeded
 from helpers.course.exercises.engine.contract import Contract, returns_nothing, training_step
 from helpers.course.exercises.engine.observe import World
-from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls
+from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Axis, Situation, batch, calls, shapes
 from helpers.course.lesson06_bug_clinic.mutual_learning import BATCH, CLASSES, HIDDEN, IN_FEATURES
 from helpers.course.lesson06_bug_clinic.step_contract import (
     COMPARED_AFTER,
     OPTIMIZERS_TRIED,
     make_optimizer,
-    model_variants,
     optimizer_words,
 )
 from helpers.course.seeds import fresh
@@ -44,7 +43,7 @@ AXES: tuple = (
     Axis("optimizer", OPTIMIZERS, lambda kinds: tr("the peers stepped by {kinds} in turn",
                                                    kinds=", ".join(optimizer_words(kind) for kind in kinds)),
          OPTIMIZERS_TRIED),
-    model_variants(MODELS, tried="peers of other widths and depths, 5 classes"),
+    shapes(*MODELS, tried="peers of other widths and depths, 5 classes"),
 )
 
 

@@ -369,7 +369,7 @@ def _on(step: int, problem: str) -> str:
     return tr("On step {step}: {problem}", step=step, problem=problem)
 
 
-_ERROR_EXPLANATIONS = {  # what each error means in this exercise (shown translated)
+_ERROR_EXPLANATIONS = {  # what each error means in this exercise
     "backward-twice": marked(
         "The student's loss led back into the teacher's graph, which the teacher's backward had already freed: "
         "the teacher's logits are a target for the student. Use teacher_logits.detach() in the student's loss."
@@ -406,7 +406,7 @@ def _check_run(step_function: StepFunction, run: int, temperature: float, alpha:
         start = {part: weights(model.parameters()) for part, model in models.items()}
         counts = {part: len(record.calls) for part, record in records.items()}
         run_step(step_function, step, student, teacher, optimizers["opt_student"], optimizers["opt_teacher"], x, y,
-                 temperature, alpha, explanations={key: translated(text) for key, text in _ERROR_EXPLANATIONS.items()})
+                 temperature, alpha, explanations=_ERROR_EXPLANATIONS)
         problem = _teacher_flag_problem(before, teacher)
         change = step_watch.changed(before, {"x": x, "y": y}, models, optimizers)
         if problem is None and change is not None:
@@ -455,8 +455,9 @@ def check_online_distill_step(step_function: StepFunction) -> CheckResult:
             return failed(EXERCISE_ID, tr("With T = {temperature}, alpha = {alpha}, opt_teacher {teacher_optimizer} "
                                           "and opt_student {student_optimizer}: {diagnosis}",
                                           temperature=f"{temperature:g}", alpha=f"{alpha:g}",
-                                          teacher_optimizer=step_watch.available(teacher_kind),
-                                          student_optimizer=step_watch.available(student_kind), diagnosis=diagnosis))
+                                          teacher_optimizer=translated(step_watch.available(teacher_kind)),
+                                          student_optimizer=translated(step_watch.available(student_kind)),
+                                          diagnosis=diagnosis))
     return passed(EXERCISE_ID, tr("{runs} runs of {steps} consecutive steps, each with fresh models, its own T, alpha "
                                   "and optimizer kinds: each model ran forward once per step (the teacher in train "
                                   "mode), the teacher was stepped once with exactly the gradient of its "

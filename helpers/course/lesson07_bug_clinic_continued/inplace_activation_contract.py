@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from helpers.course.exercises.engine.build import randn, refill_with, seeded
-from helpers.course.exercises.engine.contract import Contract, same_type_and_value
+from helpers.course.exercises.engine.contract import Contract, _returned, same_type_and_value
 from helpers.course.exercises.engine.observe import World
 from helpers.course.exercises.engine.situations import FROZEN, GRADS, MODE, Situation, batch, calls, shapes
 from helpers.course.lesson07_bug_clinic_continued.inplace_activation import (
@@ -102,11 +102,9 @@ def outputs_and_gradients(actual: Dict[str, Any], expected: Dict[str, Any]) -> O
     if type(returned) is not tuple or len(returned) != len(right):
         return same_type_and_value(returned, right, *TOLERANCE)
     for name, mine, theirs in zip(("logits", "value"), returned, right):
-        problem = same_type_and_value(mine, theirs, *TOLERANCE)
+        problem = _returned(mine, theirs, *TOLERANCE)  # what differs, and the same said after "returned "
         if problem is not None:
-            if problem.startswith("returned"):  # the engine's English: say which output
-                return problem.replace("returned", f"returned as `{name}`", 1)
-            return tr("as `{name}`: {problem}", name=name, problem=problem)
+            return tr("returned as `{name}` {what}", name=name, what=problem[1])
         if theirs.requires_grad and not mine.requires_grad:
             return tr("returned a `{name}` that carries no gradient (torch.no_grad(), or a detached tensor): a loss on "
                       "it trains nothing", name=name)

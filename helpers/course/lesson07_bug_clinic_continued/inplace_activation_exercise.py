@@ -243,7 +243,7 @@ def check_fixed_forward(forward: Callable[..., Any]) -> CheckResult:
         diagnosis = _check_run(forward, run, kind, earlier_right, keep)
         if diagnosis is not None:
             return failed(EXERCISE_ID, tr("Run {run} (fresh models, {optimizer}): {diagnosis}", run=run + 1,
-                                          optimizer=kind, diagnosis=diagnosis))
+                                          optimizer=translated(kind), diagnosis=diagnosis))
     return passed(EXERCISE_ID, tr("{runs} runs of {steps} training steps with fresh models: your forward raised "
                                   "nothing, changed nothing but its outputs, returned the logits and value the "
                                   "in-place code computes, and every parameter of the encoder and both heads, and the "

@@ -229,7 +229,7 @@ def _diagnose_trunk_steps(records: List[Records], start: Dict[str, List[torch.Te
               "gradient of weight_a * loss_a + weight_b * loss_b.", count=calls)
 
 
-_ERROR_EXPLANATIONS = {  # what error 1 or 2 means in this exercise (shown translated)
+_ERROR_EXPLANATIONS = {  # what error 1 or 2 means in this exercise
     "inplace-version": marked(
         "The trunk was stepped (in place) while a later backward still needed its old weights: the graph saved some "
         "of the trunk's weights themselves, not copies, and retain_graph=True only keeps those references. Run one "
@@ -268,7 +268,7 @@ def _check_run(step_function: Step, run: int, weight_a: float, weight_b: float, 
         counts = {part: len(records[part].calls) for part in PARTS}
         before = step_watch.snapshot(inputs, modules, optimizers)
         run_step(step_function, step, trunk, head_a, head_b, *optimizers.values(), *batch, weight_a, weight_b,
-                 explanations={key: translated(text) for key, text in _ERROR_EXPLANATIONS.items()})
+                 explanations=_ERROR_EXPLANATIONS)
         change = step_watch.changed(before, inputs, modules, optimizers)
         if change is not None:
             return _on(step, tr("Your step {change}.", change=change))
@@ -317,7 +317,7 @@ def check_multitask_step(step_function: Step) -> CheckResult:
     for run, (weight_a, weight_b, *kinds) in enumerate(RUNS):
         diagnosis = _check_run(step_function, run, weight_a, weight_b, kinds, earlier_right, keep)
         if diagnosis is not None:
-            shown = [step_watch.available(kind) for kind in kinds]
+            shown = [translated(step_watch.available(kind)) for kind in kinds]  # names, some marked by the engine
             return failed(EXERCISE_ID, tr("With weight_a = {weight_a}, weight_b = {weight_b} and opt_trunk {trunk}, "
                                           "opt_a {head_a}, opt_b {head_b}: {diagnosis}", weight_a=f"{weight_a:g}",
                                           weight_b=f"{weight_b:g}", trunk=shown[0], head_a=shown[1], head_b=shown[2],

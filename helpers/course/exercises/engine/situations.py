@@ -67,8 +67,9 @@ def optimizers(*kinds: str) -> Axis:
 
 
 def shapes(*variants: str, tried: str) -> Axis:
-    """Exercise-specific model or graph variants, described by their names."""
-    return Axis("shape", variants, str, tried)
+    """Exercise-specific model or graph variants, described by their names (marked for the catalog where they are
+    defined), in the chosen language."""
+    return Axis("shape", variants, translated, tried)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import torch
 from helpers.course.exercises.compare import as_combination, describe_combination, scale_factor
 from helpers.course.exercises.engine.compare import Difference
 from helpers.course.exercises.engine.situations import Axis, Situation
-from helpers.language import marked, tr
+from helpers.language import marked, tr, translated
 
 RIGHT_GRADIENT = marked("the right gradient")  # the parts a wrong gradient is read as a mixture of
 HELD_BEFORE = marked("what it held before your call")
@@ -128,8 +128,8 @@ def explain(difference: Difference, situation: Situation, axes: Sequence[Axis]) 
     if key.kind == "state":
         return tr("the optimizer state {name} differs from the reference's: was that optimizer stepped another "
                   "number of times, or with another gradient?", name=_name(path))
-    return tr("{name} differs from the reference's ({value} instead of {expected})", name=path, value=_short(now),
-              expected=_short(difference.reference))
+    return tr("{name} differs from the reference's ({value} instead of {expected})", name=translated(path),
+              value=_short(now), expected=_short(difference.reference))
 
 
 def _short(value: Any) -> str:
