@@ -18,9 +18,10 @@ def test_the_package_ships_the_compiled_catalog_of_the_current_entries():
 
 
 def _words(message):
-    """A message's words: without its {fields}, code-like tokens (``exercises.hint("x")``, ``gradient=``) and
-    JupyterLab's menu paths (``Kernel → Restart Kernel and Run All Cells``), which stay English."""
-    message = re.sub(r"\{\w*\}|\S*[=()_.\[\]\\/]\S*", " ", message)
+    """A message's words: without its {fields}, code-like tokens (``exercises.hint("x")``, ``gradient=``),
+    JupyterLab's menu paths (``Kernel → Restart Kernel and Run All Cells``), which stay English, and "NO" in
+    capitals (a table's emphasis, not a name)."""
+    message = re.sub(r"\{\w*\}|\S*[=()_.\[\]\\/]\S*|\bNO\b", " ", message)
     return re.sub(r"Kernel → [A-Z][\w ]*[A-Za-z]", " ", message)
 
 

@@ -5,18 +5,57 @@ print every problem at once, and the negative test can assert that a broken note
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import re
-from typing import List
+from typing import Iterator, List
 
 from helpers.course.exercises.result import CheckResult, Status
+from helpers.language import LANGUAGE_VARIABLE, tr, translated
 from helpers.tools.errors import get_kind
 from tests.browser.lab_page import NotebookRun
 from tests.browser.notebook_expectations import NotebookExpectations
 
 STDERR_MIME = "application/vnd.jupyter.stderr"
-ERROR_CARD_TITLE = "Expected error reproduced"
-PREDICT_ANSWER_MARKER = "You chose"
-HINT_BUTTON_PREFIX = "Show hint 1 of"
+_CUT = "\x00"  # a field value to cut a message at
+
+
+@contextlib.contextmanager
+def speaking(language: str) -> Iterator[None]:
+    """The helpers' language while the checks work out what the page should say: the notebook's."""
+    before = os.environ.get(LANGUAGE_VARIABLE)
+    os.environ[LANGUAGE_VARIABLE] = language
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[LANGUAGE_VARIABLE]
+        else:
+            os.environ[LANGUAGE_VARIABLE] = before
+
+
+def error_card_title() -> str:
+    """What every expected-error card's title starts with, in the helpers' language."""
+    return tr("Expected error reproduced - {name}", name=_CUT).split(_CUT)[0].rstrip(" -")
+
+
+def hint_button_prefix() -> str:
+    """The start of the hint widget's first button label ("Show hint 1 of")."""
+    return tr("Show hint {number} of {count}", number=1, count=_CUT).split(_CUT)[0].rstrip()
+
+
+def answer_marker(language: str = "") -> str:
+    """Text a predict card shows once a click was answered ("You chose"), in ``language``."""
+    with speaking(language):
+        return tr("You chose {choice}; this run: {answer}.", choice=_CUT, answer=_CUT).split(_CUT)[0].strip()
+
+
+PREDICT_ANSWER_MARKER = answer_marker()  # for the English notebooks
+
+
+def predict_answer_start(label: str) -> str:
+    """How a predict card's answer starts after a click on ``label`` ("You chose <label>")."""
+    return tr("You chose {choice}; this run: {answer}.", choice=label, answer=_CUT).split(_CUT)[0].rstrip(" ;:；：")
 
 
 def _excerpt(text: str, limit: int = 600) -> str:
@@ -76,17 +115,23 @@ def _strip_ansi(text: str) -> str:
 
 def missing_error_explanations(run: NotebookRun, expected: NotebookExpectations) -> List[str]:
     """Every displayed expect_error shows its card; a course error kind also its explanation and notebook."""
+    with speaking(expected.language):
+        return _missing_error_explanations(run, expected)
+
+
+def _missing_error_explanations(run: NotebookRun, expected: NotebookExpectations) -> List[str]:
     problems = []
+    title = error_card_title()
     for index in sorted({card.cell_index for card in expected.error_cards}):
         cards = [card for card in expected.error_cards if card.cell_index == index]
         shown = run.cell(index).shown_text
-        if shown.count(ERROR_CARD_TITLE) < len(cards):
-            problems.append(f"cell {index} shows {shown.count(ERROR_CARD_TITLE)} '{ERROR_CARD_TITLE}' "
+        if shown.count(title) < len(cards):
+            problems.append(f"cell {index} shows {shown.count(title)} '{title}' "
                             f"card(s), its source displays {len(cards)}; it shows:\n{_excerpt(shown)}")
             continue
         for card in cards:
             if card.kind is None and card.exception_name is None:
-                if "Covered in notebook" not in shown:
+                if tr("Covered in notebook {notebook}.", notebook=_CUT).split(_CUT)[0].strip() not in shown:
                     problems.append(f"cell {index}: the card names no course notebook; it shows:\n{_excerpt(shown)}")
                 continue
             if card.kind is None:
@@ -94,8 +139,8 @@ def missing_error_explanations(run: NotebookRun, expected: NotebookExpectations)
                     problems.append(f"cell {index}: the card does not name {card.exception_name}")
                 continue
             kind = get_kind(card.kind)
-            covered = [f"Covered in notebook {kind.notebook}."] if kind.notebook else []
-            for line in [kind.title, *kind.explanation.splitlines(), *covered]:
+            covered = [tr("Covered in notebook {notebook}.", notebook=kind.notebook)] if kind.notebook else []
+            for line in [translated(kind.title), *translated(kind.explanation).splitlines(), *covered]:
                 if line not in shown:
                     problems.append(f"cell {index} ({card.kind}): missing {line!r}; it shows:\n{_excerpt(shown)}")
     return problems
@@ -111,7 +156,8 @@ def missing_exercise_cards(run: NotebookRun, expected: NotebookExpectations, sta
     problems = []
     for index, exercise_id in sorted(expected.exercise_checks.items()):
         cell = run.cell(index)
-        title = exercise_card_title(status, exercise_id)
+        with speaking(expected.language):
+            title = exercise_card_title(status, exercise_id)
         if title not in cell.shown_text:
             problems.append(f"cell {index}: no {title!r} card; it shows:\n{_excerpt(cell.shown_text)}")
         plain = "".join("".join(output.get("data", {}).get("text/plain", "")) for output in cell.outputs)
@@ -140,12 +186,19 @@ def missing_widgets(run: NotebookRun, expected: NotebookExpectations) -> List[st
         if not buttons or (question.choice_count is not None and len(buttons) != question.choice_count):
             problems.append(f"cell {question.cell_index}: predict widget shows buttons {buttons}, "
                             f"expected {question.choice_count or 'some'}")
+    with speaking(expected.language):
+        prefix = hint_button_prefix()
     for index, exercise_id in sorted(expected.hint_cells.items()):
         buttons = run.cell(index).buttons
-        if not any(label.startswith(HINT_BUTTON_PREFIX) for label in buttons):
-            problems.append(f"cell {index}: no '{HINT_BUTTON_PREFIX} ...' button for {exercise_id}; "
+        if not any(label.startswith(prefix) for label in buttons):
+            problems.append(f"cell {index}: no '{prefix} ...' button for {exercise_id}; "
                             f"buttons: {buttons}")
     return problems
+
+
+def _answer_start(expected: NotebookExpectations, label: str) -> str:
+    with speaking(expected.language):
+        return predict_answer_start(label)
 
 
 def unanswered_clicks(run: NotebookRun, expected: NotebookExpectations) -> List[str]:
@@ -158,7 +211,7 @@ def unanswered_clicks(run: NotebookRun, expected: NotebookExpectations) -> List[
             problems.append(f"cell {question.cell_index}: no predict button to click")
         elif click.answer_text is None:
             problems.append(f"cell {question.cell_index}: clicking {click.label!r} revealed no answer")
-        elif f"{PREDICT_ANSWER_MARKER} {click.label}" not in click.answer_text:
+        elif _answer_start(expected, click.label) not in click.answer_text:
             problems.append(f"cell {question.cell_index}: clicked {click.label!r}, the answer says:\n"
                             f"{_excerpt(click.answer_text)}")
     return problems

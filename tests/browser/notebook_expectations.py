@@ -50,6 +50,7 @@ class NotebookExpectations:
     hint_cells: Dict[int, str] = field(default_factory=dict)
     graph_cells: Set[int] = field(default_factory=set)
     predict_questions: List[PredictQuestion] = field(default_factory=list)
+    language: str = ""  # the COURSE_LANGUAGE a cell sets (the Chinese set-up cell's zh_CN); "" for English
 
 
 def python_source(cell_source: str) -> str:
@@ -123,6 +124,16 @@ def choice_count(call: ast.Call) -> Optional[int]:
     return len(choices.keys) if isinstance(choices, ast.Dict) else None
 
 
+def chosen_language(tree: ast.AST) -> str:
+    """The language a cell gives the helpers: ``os.environ["COURSE_LANGUAGE"] = "zh_CN"``; "" when none."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript)
+                and ast.unparse(node.targets[0]) == "os.environ['COURSE_LANGUAGE']"
+                and isinstance(node.value, ast.Constant)):
+            return str(node.value.value)
+    return ""
+
+
 def read_expectations(path: Path) -> NotebookExpectations:
     """Read ``path`` and list, per cell, the cards, pictures and widgets it must show."""
     notebook = nbformat.read(str(path), as_version=4)
@@ -132,6 +143,7 @@ def read_expectations(path: Path) -> NotebookExpectations:
             continue
         expected.code_cells.append(index)
         tree = ast.parse(python_source(cell.source))
+        expected.language = chosen_language(tree) or expected.language
         expected.error_cards += error_cards_of(index, tree)
         for call in displayed_calls(tree):
             name = qualified_name(call)

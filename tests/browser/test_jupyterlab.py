@@ -112,7 +112,7 @@ def drive(lab_servers: LabServers, app: LoadedApp, folder: str, name: str, scree
             server.base_url, server.notebook_url(name), name,
             widget_cells=[q.cell_index for q in expected.predict_questions] + sorted(expected.hint_cells),
             predict_cells=[q.cell_index for q in expected.predict_questions],
-            answer_marker=checks.PREDICT_ANSWER_MARKER, screenshot=screenshot, **timeouts,
+            answer_marker=checks.answer_marker(expected.language), screenshot=screenshot, **timeouts,
         )
     finally:
         shut_down_kernels(server)  # one notebook's kernel at a time

@@ -183,7 +183,7 @@ def _explain_fit(part: str, got: Dict[str, float], session: Session, where: str)
                       "Compute it from the logits with its graph, and subtract entropy_coef * entropy.", where=where,
                       part=words)
         if _near(got["entropy"], ec):
-            return tr("{where}, {part} was stepped to LOWER the policy's entropy: the bonus has the wrong sign. "
+            return tr("{where}, {part} was stepped to lower the policy's entropy: the bonus has the wrong sign. "
                       "The loss subtracts entropy_coef * entropy, so that minimising it raises the entropy.",
                       where=where, part=words)
         if _near(got["entropy"], -ec * BATCH):
@@ -326,7 +326,7 @@ def _run_session(step_function: Callable[..., Any], session: Session) -> Optiona
                 text = tr("{where}, {optimizer} was stepped {count} times: each of the three optimizers steps "
                           "exactly once per update, after the backward.", where=where,
                           optimizer=OPTIMIZER_NAMES[part], count=len(calls[part]))
-                return text + (" " + tr("The trunk is shared by both heads: it still takes ONE step, with the "
+                return text + (" " + tr("The trunk is shared by both heads: it still takes one step, with the "
                                         "gradient of the whole loss.") if part == "trunk" else "")
         change = step_watch.changed(before, inputs, {"the model": model}, named_optimizers)
         if change is not None:

@@ -162,7 +162,7 @@ def _explain_fit(weights: Dict[Any, float], i: int, k: int, where: str) -> Optio
     missing = [j for j in others if _near(weights[j], 0)]
     if missing and not all(_near(weights[j], 0) for j in others):
         names = ", ".join(f"peers[{j}]" for j in missing)
-        return tr("{where}, {peer} learned nothing from {names}: each peer's loss has a KL term for EVERY other "
+        return tr("{where}, {peer} learned nothing from {names}: each peer's loss has a KL term for every other "
                   "peer ({others} of them here), not only one - a pairing copied from the two-peer fix?",
                   where=where, peer=peer, names=names, others=k - 1)
     if all(_near(w, kl_weights[0]) for w in kl_weights):
@@ -173,7 +173,7 @@ def _explain_fit(weights: Dict[Any, float], i: int, k: int, where: str) -> Optio
                       where=where, peer=peer, count=k, others=k - 1)
         if _near(w, 1 / k):
             return tr("{where}, {peer}'s KL terms were averaged over all {count} peers, itself included: the mean is "
-                      "over the K - 1 = {others} OTHER peers.", where=where, peer=peer, count=k, others=k - 1)
+                      "over the K - 1 = {others} other peers.", where=where, peer=peer, count=k, others=k - 1)
         if _near(w * (k - 1), 1 / CLASSES):
             return tr("{where}, {peer}'s KL part is 1/{classes} of what it should be: reduction='mean' averages over "
                       "the classes too. Use reduction='batchmean'.", where=where, peer=peer, classes=CLASSES)

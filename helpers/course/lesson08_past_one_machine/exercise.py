@@ -182,8 +182,8 @@ def _read_mixture(model: str, weights: Dict[str, float]) -> str:
     if any(abs(v) > 1e-3 for v in local.values()):
         if all(abs(v) <= 1e-3 for v in averaged.values()):
             return tr("{got} DDP never averaged it: each rank stepped with its own shard's gradient, so the replicas "
-                      "drift apart. torch.autograd.grad, a backward through the unwrapped model (.module) or one "
-                      "under no_sync() fills .grad without DDP's all-reduce.", got=got)
+                      "drift apart. A gradient from torch.autograd.grad, from a backward through the unwrapped model "
+                      "(.module) or from one under no_sync() reaches .grad without DDP's all-reduce.", got=got)
         return tr("{got} A second backward added to it after {model}'s DDP wrapper had written its averages (a "
                   "wrapper averages once per forward, when every one of its parameters has a gradient), and what a "
                   "later backward adds stays on its rank, so the replicas drift apart. Give each model exactly one "
