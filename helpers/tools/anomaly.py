@@ -6,11 +6,14 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
 
+from helpers.language import marked, tr, translated
 from helpers.tools.display import card_html, pre_html
 from helpers.tools.frames import is_library_frame
 
 _HEADER = re.compile(r"Error detected in (?P<node>\w+)\. Traceback of forward call that caused the error:")
-NO_STACK = "This node kept no forward stack"
+NO_STACK = "This node kept no forward stack"  # how ForwardTrace.full starts when there was none (compared)
+_NO_STACK_FULL = marked("This node kept no forward stack: run the forward pass inside "
+                        "torch.autograd.set_detect_anomaly(True) to see where it was created.")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
 
 
@@ -28,22 +31,28 @@ class ForwardTrace:
     learner_lines: List[str]
     full: str
 
+    def _full_shown(self) -> str:
+        """``full`` for the reader: anomaly mode's report as PyTorch wrote it, or this module's own note."""
+        return translated(self.full) if self.full == _NO_STACK_FULL else self.full
+
     def __str__(self) -> str:
-        lines = [f"Backward failed in {self.node}, created in the forward pass at:"]
-        found = [f"  {line}" for line in self.learner_lines] or [f"  (no line of your own code: {self.full})"
-                                                                  if self.full.startswith(NO_STACK) else
-                                                                  "  (no line of your own code in the trace)"]
+        lines = [tr("Backward failed in {node}, created in the forward pass at:", node=self.node)]
+        found = [f"  {line}" for line in self.learner_lines] or [
+            "  " + tr("(no line of your own code: {details})", details=self._full_shown())
+            if self.full.startswith(NO_STACK) else "  " + tr("(no line of your own code in the trace)")]
         return "\n".join(lines + found)
 
     def __repr__(self) -> str:
         return str(self)
 
     def _repr_html_(self) -> str:
-        body = pre_html("\n".join(self.learner_lines) or "(no line of your own code in the trace)")
+        body = pre_html("\n".join(self.learner_lines) or tr("(no line of your own code in the trace)"))
         if self.full.startswith(NO_STACK):
-            return card_html(f"Backward fails in {self.node}", pre_html(self.full), accent="#8e44ad")
-        body += f"<details><summary>Anomaly mode's full report</summary>{pre_html(self.full)}</details>"
-        return card_html(f"Backward failed in {self.node}, created in the forward pass at", body, accent="#8e44ad")
+            return card_html(tr("Backward fails in {node}", node=self.node), pre_html(self._full_shown()),
+                             accent="#8e44ad")
+        body += f"<details><summary>{tr(\"Anomaly mode's full report\")}</summary>{pre_html(self.full)}</details>"
+        return card_html(tr("Backward failed in {node}, created in the forward pass at", node=self.node), body,
+                         accent="#8e44ad")
 
 
 def forward_trace(source: Any, params: Any = None, inputs: Any = None) -> Optional[ForwardTrace]:
@@ -78,7 +87,9 @@ def _learner_lines(frames_text: str) -> List[str]:
         if frame and not is_library_frame(frame["file"]):
             following = lines[index + 1] if index + 1 < len(lines) else ""
             code = "" if _FRAME.match(following) else following.strip()
-            learner_lines.append(f"line {frame['line']}: {code}".rstrip(": "))
+            code = code.rstrip(": ")
+            learner_lines.append(tr("line {number}: {code}", number=frame["line"], code=code) if code else
+                                 tr("line {number}", number=frame["line"]))
     return learner_lines
 
 
@@ -100,7 +111,6 @@ def _from_graph(outputs: Any, params: Any, inputs: Any) -> Optional[ForwardTrace
     stack = (getattr(node, "metadata", None) or {}).get("traceback_")
     name = type(node).__name__
     if not stack:
-        return ForwardTrace(name, [], f"{NO_STACK}: run the forward pass inside "
-                                      "torch.autograd.set_detect_anomaly(True) to see where it was created.")
+        return ForwardTrace(name, [], _NO_STACK_FULL)
     text = "".join(stack) if isinstance(stack, (list, tuple)) else str(stack)
     return ForwardTrace(name, _learner_lines(text), text)

@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 import torch
 from torch import nn
 
+from helpers.language import tr
 
 @dataclass
 class NamedTensors:
@@ -58,7 +59,8 @@ def read_outputs(outputs: Any) -> NamedTensors:
         for index, value in enumerate(outputs, 1):
             _add_output(found, f"output {index}", value)
     else:
-        found.notes.append(f"{describe_value(outputs)} is not a tensor: there is nothing to call backward() on")
+        found.notes.append(tr("{value} is not a tensor: there is nothing to call backward() on",
+                              value=describe_value(outputs)))
     return found
 
 
@@ -66,7 +68,8 @@ def _add_output(found: NamedTensors, name: str, value: Any) -> None:
     if isinstance(value, torch.Tensor):
         found.add(name, value)
     else:
-        found.notes.append(f"{name} is {describe_value(value)}, not a tensor: there is nothing to call backward() on")
+        found.notes.append(tr("{name} is {value}, not a tensor: there is nothing to call backward() on", name=name,
+                              value=describe_value(value)))
 
 
 def read_parameters(params: Any) -> NamedTensors:
@@ -87,8 +90,8 @@ def _read_parameters_into(found: NamedTensors, params: Any, prefix: str) -> None
         for key, value in params.items():
             _read_parameters_into(found, value, prefix=f"{prefix}{key}.")
     elif isinstance(params, (str, bytes)) or not isinstance(params, Iterable):
-        found.notes.append(f"could not read parameters from {describe_value(params)}: pass a module, a dict, "
-                           "or model.named_parameters()")
+        found.notes.append(tr("could not read parameters from {value}: pass a module, a dict, "
+                              "or model.named_parameters()", value=describe_value(params)))
     else:
         _read_iterable_into(found, params, prefix)
 
@@ -98,7 +101,8 @@ def _read_iterable_into(found: NamedTensors, items: Iterable[Any], prefix: str) 
     try:
         materialized = list(items)
     except Exception as error:  # a generator that fails halfway: keep what the tools can still say
-        found.notes.append(f"could not read the parameters ({type(error).__name__}: {error})")
+        found.notes.append(tr("could not read the parameters ({error_type}: {error})",
+                              error_type=type(error).__name__, error=error))
         return
     for index, item in enumerate(materialized):
         pair = _as_named_pair(item)
@@ -112,7 +116,7 @@ def _read_iterable_into(found: NamedTensors, items: Iterable[Any], prefix: str) 
         elif isinstance(item, torch.Tensor):
             found.add(f"{prefix}param {index}", item)
         else:
-            found.notes.append(f"left out {describe_value(item)}: not a parameter")
+            found.notes.append(tr("left out {value}: not a parameter", value=describe_value(item)))
 
 
 def _as_named_pair(item: Any) -> Optional[Tuple[str, torch.Tensor]]:
@@ -139,7 +143,8 @@ def read_inputs(inputs: Any) -> Tuple[Optional[List[Any]], List[str]]:
     try:
         return [pair[1] if (pair := _as_named_pair(item)) else item for item in inputs], []
     except Exception as error:  # an iterator that fails halfway
-        return None, [f"could not read inputs ({type(error).__name__}: {error}); diagnosed without inputs="]
+        return None, [tr("could not read inputs ({error_type}: {error}); diagnosed without inputs=",
+                         error_type=type(error).__name__, error=error)]
 
 
 def output_items(outputs: Any) -> List[Any]:
@@ -208,8 +213,9 @@ def read_call(autograd_grad: bool, given: Mapping[str, Any]) -> CallArguments:
         names = backward_names
     present = [name for name in names if given.get(name) is not None]
     if len(present) > 1:
-        notes.append(f"{' and '.join(present)} are one argument under two names (Tensor.backward's and "
-                     f"torch.autograd.backward's); no call takes both: diagnosed with {present[0]}=.")
+        notes.append(tr("{first} and {second} are one argument under two names (Tensor.backward's and "
+                        "torch.autograd.backward's); no call takes both: diagnosed with {first}=.",
+                        first=present[0], second=present[1]))
     name = present[0] if present else names[0]
     gradients, unreadable = _read_gradients(given.get(name))
     create_graph = bool(given.get("create_graph"))
@@ -218,8 +224,8 @@ def read_call(autograd_grad: bool, given: Mapping[str, Any]) -> CallArguments:
     allow_unused = given.get("allow_unused")
     notes += _graph_notes(retain, create_graph, autograd_grad)
     if autograd_grad and given.get("only_inputs", True) is False:
-        notes.append("only_inputs=False is deprecated and ignored (PyTorch warns): autograd.grad fills no .grad; "
-                     "use backward(inputs=...) for that.")
+        notes.append(tr("only_inputs=False is deprecated and ignored (PyTorch warns): autograd.grad fills no .grad; "
+                        "use backward(inputs=...) for that."))
     return CallArguments(
         autograd_grad=autograd_grad,
         outputs=tuple(output_items(given.get("outputs"))),
@@ -252,16 +258,17 @@ def _graph_notes(retain: Optional[bool], create_graph: bool, autograd_grad: bool
     """What retain_graph= and create_graph= mean for the next call (said only when given)."""
     notes: List[str] = []
     if create_graph:
-        kept = " The saved tensors stay alive for a next backward (retain_graph defaults to it)."
-        notes.append("create_graph=True: the gradients are recorded too (a penalty on them can be backpropagated)."
-                     + (kept if retain is None else ""))
+        notes.append(tr("create_graph=True: the gradients are recorded too (a penalty on them can be backpropagated). "
+                        "The saved tensors stay alive for a next backward (retain_graph defaults to it).")
+                     if retain is None else
+                     tr("create_graph=True: the gradients are recorded too (a penalty on them can be backpropagated)."))
         if not autograd_grad:
-            notes.append("backward(create_graph=True) makes each .grad refer back to its parameter (a reference "
-                         "cycle PyTorch warns about); torch.autograd.grad(..., create_graph=True) avoids it.")
+            notes.append(tr("backward(create_graph=True) makes each .grad refer back to its parameter (a reference "
+                            "cycle PyTorch warns about); torch.autograd.grad(..., create_graph=True) avoids it."))
     if retain:
-        notes.append("retain_graph=True: the saved tensors stay alive after this call, so a second backward "
-                     "through them can run (their memory is kept until the graph is dropped).")
+        notes.append(tr("retain_graph=True: the saved tensors stay alive after this call, so a second backward "
+                        "through them can run (their memory is kept until the graph is dropped)."))
     elif retain is False and create_graph:
-        notes.append("retain_graph=False: this call frees the saved tensors of every node it runs, so a second "
-                     "backward through them raises error 1 even though create_graph=True.")
+        notes.append(tr("retain_graph=False: this call frees the saved tensors of every node it runs, so a second "
+                        "backward through them raises error 1 even though create_graph=True."))
     return notes

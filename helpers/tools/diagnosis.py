@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
+from helpers.language import marked, tr, translated
 from helpers.tools import formulas, traversal
 from helpers.tools import opaque as opaque_regions
 from helpers.tools.arguments import CallArguments, read_call, read_inputs, read_outputs, read_parameters
@@ -42,6 +43,8 @@ from helpers.tools.saved import SavedTensor, State, _saved_tensors_of
 
 _KIND_OF_STATE = {State.FREED: "backward-twice", State.STALE: "inplace-version"}
 MAX_LINES = 8  # per group of a report; the rest is counted, not printed
+# How the verdict names an error kind that shares the way with another; the other kinds by their whole title.
+_SHORT_NAMES = {"backward-twice": marked("error 1"), "inplace-version": marked("error 2")}
 
 
 @dataclass(frozen=True)
@@ -116,34 +119,39 @@ class Diagnosis:
         stale = [p for p in self.problems if p.state is State.STALE]
         freed = [p for p in self.problems if p.state is State.FREED]
         if stale:
-            lines.append("Changed in place since the forward pass saved them (on its way):")
+            lines.append(tr("Changed in place since the forward pass saved them (on its way):"))
             lines += _grouped(_stale_line(s, self.places) for s in stale)
         if freed:
             models = [getattr(self.places.get(id(s.node)), "model", None) for s in freed]
-            where = f" ({_counted(f'in {m}' if m else 'elsewhere' for m in models)})" if any(models) else ""
-            lines.append(f"{len(freed)} saved tensor(s) on its way were freed by an earlier backward{where}, "
-                         f"e.g. {freed[0].where}.")
+            if any(models):
+                lines.append(tr("{count} saved tensor(s) on its way were freed by an earlier backward ({places}), "
+                                "e.g. {example}.", count=len(freed), places=_counted(models), example=freed[0].where))
+            else:
+                lines.append(tr("{count} saved tensor(s) on its way were freed by an earlier backward, e.g. {example}.",
+                                count=len(freed), example=freed[0].where))
         recomputed = [change for change in self.silent_changes if change.saved_by[:1] == (RECOMPUTED,)]
         silent = [change for change in self.silent_changes if change not in recomputed]
         if silent:
-            lines.append("Changed since the record without a version bump (a fused optimizer, a write through "
-                         ".data): backward cannot notice, and would use the new values:")
-            lines += _grouped(f"{change.parameter} (saved by {', '.join(change.saved_by)})" for change in silent)
+            lines.append(tr("Changed since the record without a version bump (a fused optimizer, a write through "
+                            ".data): backward cannot notice, and would use the new values:"))
+            lines += _grouped(tr("{parameter} (saved by {nodes})", parameter=change.parameter,
+                                 nodes=", ".join(change.saved_by)) for change in silent)
         if recomputed:
-            lines.append("Changed since the record, and read by a checkpointed block that backward recomputes with "
-                         "the weights as they are then: its gradient will silently differ from the forward's:")
+            lines.append(tr("Changed since the record, and read by a checkpointed block that backward recomputes with "
+                            "the weights as they are then: its gradient will silently differ from the forward's:"))
             by_region: "OrderedDict[str, List[str]]" = OrderedDict()
             for change in recomputed:
                 by_region.setdefault(", ".join(change.saved_by[1:]), []).append(change.parameter)
-            lines += _grouped(f"{', '.join(names)} (in the {where})" for where, names in by_region.items())
+            lines += _grouped(tr("{parameters} (in the {region})", parameters=", ".join(names), region=where)
+                              for where, names in by_region.items())
         if self.missing_formulas:
-            lines.append("No formula in this build of PyTorch for (raised when backward reaches it):")
+            lines.append(tr("No formula in this build of PyTorch for (raised when backward reaches it):"))
             lines += _grouped(self.missing_formulas)
         if self.refusals:
-            lines.append("PyTorch refuses this call:")
+            lines.append(tr("PyTorch refuses this call:"))
             lines += [f"  {refusal}" for refusal in self.refusals]
         if self.unseen:
-            lines.append("Not seen by this tool (so not part of the verdict):")
+            lines.append(tr("Not seen by this tool (so not part of the verdict):"))
             lines += [f"  {what}" for what in self.unseen]
         lines += list(self.notes)
         return lines
@@ -157,37 +165,52 @@ class Diagnosis:
     def _repr_html_(self) -> str:
         body = "<br>".join(html.escape(line).replace("  ", "&nbsp;&nbsp;") for line in self._lines())
         accent = "#c0392b" if self.will_fail else ("#e67e22" if self.wrong_values or self.cannot_tell else "#27ae60")
-        return card_html(f"Diagnosis before {self.call}", f"<div>{body}</div>", accent=accent)
+        return card_html(tr("Diagnosis before {call}", call=self.call), f"<div>{body}</div>", accent=accent)
+
+
+def _kind_name(kind: str) -> str:
+    """An error kind as the verdict names it among others: "error 1", or its whole title (in English, lowercased)."""
+    if kind in _SHORT_NAMES:
+        return translated(_SHORT_NAMES[kind])
+    title = KINDS[kind].title
+    shown = translated(title)
+    return title.lower() if shown == title else shown
 
 
 def _verdict(report: Diagnosis) -> List[str]:
+    call = report.call
     if report.will_fail and not report.possible_errors:
-        return [f"{report.call} will fail: PyTorch refuses it (below)."]
+        return [tr("{call} will fail: PyTorch refuses it (below).", call=call)]
     if report.will_fail:
         if len(report.possible_errors) > 1:
-            titles = " and ".join(f"{KINDS[kind].title.split(':')[0].lower()}" for kind in report.possible_errors)
-            return [f"{report.call} will fail: on its way lie causes of {titles}. Which one it raises first "
-                    f"depends on the order the engine runs nodes in (here: {KINDS[report.prediction].title})."]
+            names = [_kind_name(kind) for kind in report.possible_errors]
+            causes = names[0]
+            for name in names[1:]:
+                causes = tr("{first} and {second}", first=causes, second=name)
+            return [tr("{call} will fail: on its way lie causes of {causes}. Which one it raises first depends on the "
+                       "order the engine runs nodes in (here: {first}).", call=call, causes=causes,
+                       first=translated(KINDS[report.prediction].title))]
         kind = KINDS[report.prediction]
         if kind.title.startswith("Error"):
-            return [f"{report.call} will fail with {kind.title}."]
-        return [f"{report.call} will fail. {kind.title}.", *kind.explanation.splitlines()]
+            return [tr("{call} will fail with {title}.", call=call, title=translated(kind.title))]
+        return [tr("{call} will fail. {title}.", call=call, title=translated(kind.title)),
+                *translated(kind.explanation).splitlines()]
     if report.wrong_values and report.cannot_tell:
-        return [f"Cannot tell whether {report.call} runs (it cannot see everything on its way, below); if it does, "
-                "it reads values that changed since the forward pass: a silently different gradient."]
+        return [tr("Cannot tell whether {call} runs (it cannot see everything on its way, below); if it does, it "
+                   "reads values that changed since the forward pass: a silently different gradient.", call=call)]
     if report.wrong_values:
-        return [f"{report.call} will run, but with values that changed behind autograd's back."]
+        return [tr("{call} will run, but with values that changed behind autograd's back.", call=call)]
     if report.cannot_tell:
-        return [f"Cannot tell whether {report.call} runs as the forward pass would have it: this tool cannot see "
-                f"inside {len(report.unseen)} thing(s) on its way (below). What it can see is fine: no saved tensor "
-                "it read is freed or changed in place."]
-    lines = [f"{report.call} will run: every saved tensor on its way is alive, and no version counter moved since "
-             "it was saved."]
+        return [tr("Cannot tell whether {call} runs as the forward pass would have it: this tool cannot see inside "
+                   "{count} thing(s) on its way (below). What it can see is fine: no saved tensor it read is freed or "
+                   "changed in place.", call=call, count=len(report.unseen))]
+    lines = [tr("{call} will run: every saved tensor on its way is alive, and no version counter moved since it was "
+                "saved.", call=call)]
     if report.recorded:
-        lines.append("No recorded parameter changed without a version bump either.")
+        lines.append(tr("No recorded parameter changed without a version bump either."))
     else:
-        lines.append("Not seen from here: a change that bumps no version (a fused optimizer, a write through .data). "
-                     "To see it, pass recorded=record_parameters(...) taken after the forward pass.")
+        lines.append(tr("Not seen from here: a change that bumps no version (a fused optimizer, a write through "
+                        ".data). To see it, pass recorded=record_parameters(...) taken after the forward pass."))
     return lines
 
 
@@ -196,9 +219,12 @@ def _stale_line(saved: SavedTensor, places: Mapping[int, "Place"]) -> str:
     place = places.get(id(saved.node))
     what = saved.parameter or f"{saved.where}{shape}" + (f" {place}" if place else "")
     if saved.version_saved is None:
-        return f"{what}: could not be read ({saved.where})"
-    by = f" ({saved.where})" if saved.parameter else ""
-    return f"{what}: saved at version {saved.version_saved}, now at version {saved.version_now}{by}"
+        return tr("{tensor}: could not be read ({node})", tensor=what, node=saved.where)
+    if saved.parameter:
+        return tr("{tensor}: saved at version {saved}, now at version {now} ({node})", tensor=what,
+                  saved=saved.version_saved, now=saved.version_now, node=saved.where)
+    return tr("{tensor}: saved at version {saved}, now at version {now}", tensor=what, saved=saved.version_saved,
+              now=saved.version_now)
 
 
 def _grouped(lines: Any) -> List[str]:
@@ -208,15 +234,17 @@ def _grouped(lines: Any) -> List[str]:
         counts[line] = counts.get(line, 0) + 1
     shown = [f"  {line}" + (f" (x{count})" if count > 1 else "") for line, count in list(counts.items())[:MAX_LINES]]
     if len(counts) > MAX_LINES:
-        shown.append(f"  and {len(counts) - MAX_LINES} more like it.")
+        shown.append("  " + tr("and {count} more like it.", count=len(counts) - MAX_LINES))
     return shown
 
 
-def _counted(places: Any) -> str:
-    counts: "OrderedDict[str, int]" = OrderedDict()
-    for place in places:
-        counts[place] = counts.get(place, 0) + 1
-    return ", ".join(f"{count} {place}" for place, count in counts.items())
+def _counted(models: Sequence[Optional[str]]) -> str:
+    """How many are in each model (None: elsewhere), in order of first appearance: ``2 in G, 1 elsewhere``."""
+    counts: "OrderedDict[Optional[str], int]" = OrderedDict()
+    for model in models:
+        counts[model] = counts.get(model, 0) + 1
+    return ", ".join(tr("{count} in {model}", count=count, model=model) if model else
+                     tr("{count} elsewhere", count=count) for model, count in counts.items())
 
 
 def _call_text(inputs: Optional[Sequence[Any]], autograd_grad: bool, arguments: Optional[CallArguments] = None) -> str:
@@ -237,11 +265,11 @@ def _call_text(inputs: Optional[Sequence[Any]], autograd_grad: bool, arguments: 
 
 
 # What PyTorch 2.13 says instead of the kind's own words, where its message for the case is another one.
-_GARBLED = ("PyTorch's message for a mismatch past the first output may come out garbled ('Boolean value of Tensor "
-            "with more than one value is ambiguous', 'The size of tensor a ... must match'): it builds the message "
-            "by comparing tensors with ==. The cause is this shape.")
-_ALLOWED_UNUSED = ("Some inputs are not reached from these outputs: allowed (allow_unused=True, or "
-                   "materialize_grads=True), they get None, or zeros of their shape with materialize_grads=True.")
+_GARBLED = marked("PyTorch's message for a mismatch past the first output may come out garbled ('Boolean value of "
+                  "Tensor with more than one value is ambiguous', 'The size of tensor a ... must match'): it builds "
+                  "the message by comparing tensors with ==. The cause is this shape.")
+_ALLOWED_UNUSED = marked("Some inputs are not reached from these outputs: allowed (allow_unused=True, or "
+                         "materialize_grads=True), they get None, or zeros of their shape with materialize_grads=True.")
 
 
 def _output_problems(outputs: List[torch.Tensor], output_notes: List[str],
@@ -257,17 +285,18 @@ def _output_problems(outputs: List[torch.Tensor], output_notes: List[str],
     arguments = arguments or CallArguments()
     items = list(arguments.outputs) or outputs
     if arguments.gradients_unreadable:
-        return ["grad-output-type"], [f"{arguments.gradient_name}= is a {arguments.gradients_unreadable}: PyTorch "
-                                      f"raises TypeError ('{arguments.gradients_unreadable}' object is not iterable)."]
+        return ["grad-output-type"], [tr("{name}= is a {type}: PyTorch raises TypeError ('{type}' object is not "
+                                         "iterable).", name=arguments.gradient_name,
+                                         type=arguments.gradients_unreadable)]
     grads = arguments.gradients if arguments.gradients is not None else (None,) * len(items)
     batched = arguments.is_grads_batched
     for index, (out, grad) in enumerate(zip(items, grads, strict=False)):  # as PyTorch: pairs, the rest left
         if isinstance(grad, torch.Tensor):
             if batched and grad.dim() == 0:
-                return ["batched-grad-outputs"], ["PyTorch raises IndexError (invalid index of a 0-dim tensor): "
-                                                  "a batched gradient needs a batch dimension."]
+                return ["batched-grad-outputs"], [tr("PyTorch raises IndexError (invalid index of a 0-dim tensor): "
+                                                     "a batched gradient needs a batch dimension.")]
             if (grad.shape[1:] if batched else grad.shape) != out.shape:
-                return ["grad-output-shape"], [] if index == 0 else [_GARBLED]
+                return ["grad-output-shape"], [] if index == 0 else [translated(_GARBLED)]
             if out.dtype.is_complex != grad.dtype.is_complex:
                 return ["grad-output-complex"], []
         elif grad is not None:
@@ -283,20 +312,21 @@ def _output_problems(outputs: List[torch.Tensor], output_notes: List[str],
             return ["batched-grad-outputs"], problem
     if len(grads) < len(items):
         return ["grad-output-count"], []
-    extra = [f"{len(grads) - len(items)} more {arguments.gradient_name}= entries than outputs: PyTorch ignores "
-             "the extra ones."] if len(grads) > len(items) else []
+    extra = [tr("{count} more {name}= entries than outputs: PyTorch ignores the extra ones.",
+                count=len(grads) - len(items), name=arguments.gradient_name)] if len(grads) > len(items) else []
     return (["no-grad-fn"] if any(not t.requires_grad for t in items) else []), extra
 
 
 def _batch_problem(items: List[torch.Tensor], grads: Sequence[Any]) -> List[str]:
     """Why vmap refuses the gradients of ``is_grads_batched=True`` (a note), or [] when it takes them."""
     if any(grad is None and out.requires_grad for out, grad in zip(items, grads, strict=False)):
-        return ["An output with no batched gradient gets PyTorch's ones_like(output), which has no batch "
-                "dimension: vmap refuses it (or, for a one-element output of one or more dimensions, the engine "
-                "raises 'invalid gradient at index ...')."]
+        return [tr("An output with no batched gradient gets PyTorch's ones_like(output), which has no batch "
+                   "dimension: vmap refuses it (or, for a one-element output of one or more dimensions, the engine "
+                   "raises 'invalid gradient at index ...').")]
     sizes = sorted({grad.shape[0] for grad in grads if isinstance(grad, torch.Tensor)})
     if len(sizes) > 1:
-        return [f"The batched gradients have {len(sizes)} different batch sizes ({sizes}): vmap needs one."]
+        return [tr("The batched gradients have {count} different batch sizes ({sizes}): vmap needs one.",
+                   count=len(sizes), sizes=sizes)]
     return []
 
 
@@ -311,9 +341,11 @@ def _call_problems(outputs: List[torch.Tensor], output_notes: List[str], inputs:
     arguments = arguments or CallArguments(autograd_grad)
     if arguments.unexpected:
         name = arguments.unexpected[0]
-        other = ("backward()'s; torch.autograd.grad calls it grad_outputs=" if autograd_grad else
-                 "torch.autograd.grad's (diagnose(..., autograd_grad=True)); backward() has gradient= for grad_outputs")
-        return ["unexpected-keyword"], [f"{name}= is {other}."]
+        if autograd_grad:
+            return ["unexpected-keyword"], [tr("{name}= is backward()'s; torch.autograd.grad calls it grad_outputs=.",
+                                               name=name)]
+        return ["unexpected-keyword"], [tr("{name}= is torch.autograd.grad's (diagnose(..., autograd_grad=True)); "
+                                           "backward() has gradient= for grad_outputs.", name=name)]
     if arguments.allow_unused_conflict:
         return ["materialize-needs-allow-unused"], []
     output_problems, notes = _output_problems(outputs, output_notes, arguments)
@@ -326,12 +358,12 @@ def _call_problems(outputs: List[torch.Tensor], output_notes: List[str], inputs:
     if inputs is not None and any(not t.requires_grad for t in inputs):
         return ["input-needs-no-grad"], notes
     if arguments.is_grads_batched:
-        notes.append("is_grads_batched=True: the backward runs once per row of grad_outputs, under vmap.")
+        notes.append(tr("is_grads_batched=True: the backward runs once per row of grad_outputs, under vmap."))
     return [], notes
 
 
 def _gradient_edges(outputs: Any, inputs: Any) -> str:
-    """Which arguments hold a GradientEdge ("outputs", "inputs"), or "" when none does."""
+    """Which arguments hold a GradientEdge ("outputs", "inputs", "outputs and inputs"), or "" when none does."""
     edge_type = getattr(torch.autograd.graph, "GradientEdge", None)   # (a NamedTuple since torch 2.2 or so)
     if edge_type is None:
         return ""
@@ -341,7 +373,8 @@ def _gradient_edges(outputs: Any, inputs: Any) -> str:
             return True
         values = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
         return any(isinstance(item, edge_type) for item in values)
-    return " and ".join(name for name, value in (("outputs", outputs), ("inputs", inputs)) if holds(value))
+    names = [name for name, value in (("outputs", outputs), ("inputs", inputs)) if holds(value)]
+    return tr("{first} and {second}", first=names[0], second=names[1]) if len(names) == 2 else "".join(names)
 
 
 def _formulas_it_cannot_judge(running: Sequence[Any], arguments: CallArguments) -> List[str]:
@@ -352,8 +385,8 @@ def _formulas_it_cannot_judge(running: Sequence[Any], arguments: CallArguments) 
         custom = sorted({type(node).__name__ for node in running
                          if isinstance(node, torch.autograd.function.BackwardCFunction)})
         if custom:
-            found.append(f"{', '.join(custom[:3])}: a custom autograd.Function's backward, run under vmap "
-                         "(is_grads_batched=True); whether it supports vmap is not visible without running it.")
+            found.append(tr("{nodes}: a custom autograd.Function's backward, run under vmap (is_grads_batched=True); "
+                            "whether it supports vmap is not visible without running it.", nodes=", ".join(custom[:3])))
     return found
 
 
@@ -411,8 +444,8 @@ def diagnose(
         return _diagnose(outputs, params, inputs, recorded, autograd_grad, arguments)
     except Exception as error:  # a graph this tool cannot read: say so rather than stop the learner's cell
         # Cannot tell, never "will run": the graph was not read.
-        return Diagnosis([], None, unseen=(f"the graph: diagnose could not read it ({type(error).__name__}: "
-                                           f"{error}).",))
+        return Diagnosis([], None, unseen=(tr("the graph: diagnose could not read it ({error_type}: {error}).",
+                                              error_type=type(error).__name__, error=error),))
 
 
 def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[ParameterRecord],
@@ -421,15 +454,16 @@ def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[Paramet
     edges = _gradient_edges(outputs, inputs)
     if edges:
         return Diagnosis([], None, notes=(), call=_call_text(None, autograd_grad, arguments),
-                         unseen=(f"{edges}: a GradientEdge (torch.autograd.graph.get_gradient_edge) is a node and an "
-                                 "input number, not a tensor; this tool reads tensors only.",))
+                         unseen=(tr("{arguments}: a GradientEdge (torch.autograd.graph.get_gradient_edge) is a node "
+                                    "and an input number, not a tensor; this tool reads tensors only.",
+                                    arguments=edges),))
     read_out = read_outputs(outputs)
     named = read_parameters(params)
     input_list, input_notes = read_inputs(inputs)
     tensors = read_out.values()
     notes = [*read_out.notes, *named.notes, *input_notes, *arguments.notes]
     if autograd_grad and input_list is None:
-        notes.append("torch.autograd.grad needs inputs: diagnosed as backward() over every leaf.")
+        notes.append(tr("torch.autograd.grad needs inputs: diagnosed as backward() over every leaf."))
     call = _call_text(input_list, autograd_grad, arguments)
     call_errors, call_notes = _call_problems(tensors, read_out.notes, input_list, autograd_grad, arguments)
     notes += call_notes
@@ -454,7 +488,7 @@ def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[Paramet
         notes += _unreached(tensors, wanted, autograd_grad, possible)
         if autograd_grad and not possible and not opaque.refusals and _unused(tensors, wanted):
             if arguments.allow_unused:
-                notes.append(_ALLOWED_UNUSED)
+                notes.append(translated(_ALLOWED_UNUSED))
             else:
                 possible = ["unused-input"]
     silent = _silent_changes(running, saved_by_node, recorded) if recorded is not None else []
@@ -469,9 +503,11 @@ def _diagnose(outputs: Any, params: Any, inputs: Any, recorded: Optional[Paramet
 def _missing_line(missing: formulas.Missing, names: Dict[int, str]) -> str:
     near = traversal.nearest_parameters(missing.node, names)
     modules = sorted({name.rsplit(".", 1)[0] if "." in name else name for name in near})
-    where = f" (next to {', '.join(modules[:3])}{' ...' if len(modules) > 3 else ''})" if modules else ""
-    message = f"'{missing.message}'" if missing.exact else missing.message
-    return f"{type(missing.node).__name__}{where}: {message}"
+    message = f"'{missing.message}'" if missing.exact else translated(missing.message)
+    if not modules:
+        return f"{type(missing.node).__name__}: {message}"
+    return tr("{node} (next to {modules}): {message}", node=type(missing.node).__name__,
+              modules=", ".join(modules[:3]) + (" ..." if len(modules) > 3 else ""), message=message)
 
 
 def _error_order(outputs: List[torch.Tensor], running: List[Any], problems: List[SavedTensor],
@@ -500,7 +536,9 @@ class Place:
     near: str
 
     def __str__(self) -> str:
-        return f"in {self.model} (next to {self.near})" if self.model else f"(next to {self.near})"
+        if self.model:
+            return tr("in {model} (next to {modules})", model=self.model, modules=self.near)
+        return tr("(next to {modules})", modules=self.near)
 
 
 def _places(problems: List[SavedTensor], names: Dict[int, str]) -> Dict[int, Place]:
@@ -532,7 +570,8 @@ def _unreached(outputs: List[torch.Tensor], inputs: List[torch.Tensor], autograd
     missing = len(inputs) - len(reached)
     if not missing:
         return []
-    return [f"{missing} of the inputs are not reached from these outputs: their .grad stays as it is."]
+    return [tr("{count} of the inputs are not reached from these outputs: their .grad stays as it is.",
+               count=missing)]
 
 
 def _unused(outputs: List[torch.Tensor], inputs: List[torch.Tensor]) -> bool:

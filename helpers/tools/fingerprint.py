@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Tuple
 
 import torch
 
+from helpers.language import tr
 from helpers.tools.arguments import read_parameters
 
 
@@ -80,5 +81,6 @@ def record_parameters(params: Any) -> ParameterRecord:
         try:
             record.entries[name] = (tensor, tensor._version, fingerprint(tensor))
         except Exception as error:  # an exotic tensor (meta, sparse): say so, never stop the learner
-            record.notes.append(f"could not fingerprint {name} ({type(error).__name__}: {error})")
+            record.notes.append(tr("could not fingerprint {name} ({error_type}: {error})", name=name,
+                                   error_type=type(error).__name__, error=error))
     return record

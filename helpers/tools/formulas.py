@@ -25,6 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from helpers.language import marked, tr
+
 _NOT_IMPLEMENTED = re.compile(r"""not_implemented(?:_list)?\(\s*"([^"]*)\"""")
 # The classes of torch 2.13's table: without a readable table these are "cannot tell", not "will run".
 KNOWN_WITHOUT_FORMULA = frozenset((
@@ -39,11 +41,11 @@ NO_BACKWARD_METHOD = "You must implement either the backward or vjp method for y
 _ALWAYS_RAISING = {
     # Its message is its own: "trying to differentiate twice a function that was marked with @once_differentiable",
     # or "Autograd not implemented for <op>" (torch._higher_order_ops); which one is not visible from Python.
-    "Error": "the error this node was made with (a backward marked @once_differentiable, differentiated again, or "
-             "an operator whose autograd is not implemented)",
+    "Error": marked("the error this node was made with (a backward marked @once_differentiable, differentiated "
+                    "again, or an operator whose autograd is not implemented)"),
     # An op with no formula at all: PyTorch's message names it ("derivative for aten::<op> is not implemented"),
     # but the node does not say which from Python.
-    "NotImplemented": "'derivative for aten::<op> is not implemented' (the node does not say which op)",
+    "NotImplemented": marked("'derivative for aten::<op> is not implemented' (the node does not say which op)"),
 }
 
 
@@ -226,13 +228,14 @@ def on_the_way(running: Sequence[Any], targets: Sequence[Any], with_inputs: bool
         if name == "CopySlices" and not notes:
             in_place = in_place_without_formula() if known is not None else ["acosh_", "asinh_", "atanh_", "igamma_",
                                                                              "igammac_"]
-            notes.append(f"{name}: an in-place op on a view; which op it wraps is not visible from Python. If it is "
-                         f"one PyTorch has no formula for ({', '.join(in_place)}), backward raises 'derivative for "
-                         "... is not implemented'.")
+            notes.append(tr("{node}: an in-place op on a view; which op it wraps is not visible from Python. If it "
+                            "is one PyTorch has no formula for ({ops}), backward raises 'derivative for ... is not "
+                            "implemented'.", node=name, ops=", ".join(in_place)))
         if known is None:
             if "BackwardBackward" in name or name in KNOWN_WITHOUT_FORMULA:
-                unjudged.append(f"{name}: this build's table of backward formulas (torchgen's derivatives.yaml, "
-                                "beside torch) could not be read, so whether it has a formula for it is not known.")
+                unjudged.append(tr("{node}: this build's table of backward formulas (torchgen's derivatives.yaml, "
+                                   "beside torch) could not be read, so whether it has a formula for it is not "
+                                   "known.", node=name))
             continue
         formula = known.get(name)
         if formula is None:
@@ -242,9 +245,9 @@ def on_the_way(running: Sequence[Any], targets: Sequence[Any], with_inputs: bool
                 if child is not None and (not with_inputs or id(child) in needed)]
         if formula.lists or len(edges) != len(formula.arguments):
             if used:
-                unjudged.append(f"{name}: PyTorch has no formula for some of its inputs ("
-                                f"{', '.join(sorted(formula.missing))}); which of its edges they are is not "
-                                "visible here.")
+                unjudged.append(tr("{node}: PyTorch has no formula for some of its inputs ({inputs}); which of its "
+                                   "edges they are is not visible here.", node=name,
+                                   inputs=", ".join(sorted(formula.missing))))
             continue
         hit = [formula.arguments[i] for i in used if formula.arguments[i] in formula.missing]
         if hit:

@@ -5,6 +5,7 @@ import itertools
 import linecache
 from typing import Any
 
+from helpers.language import tr
 from helpers.tools.expect import expect_error
 
 _cell_numbers = itertools.count(1)
@@ -24,7 +25,7 @@ def expect_error_cell_magic(line: str, cell: str) -> None:
 
     kind = line.split("#", 1)[0].strip()
     if not kind:
-        raise ValueError("usage: %%expect_error KIND, e.g. %%expect_error backward-twice")
+        raise ValueError(tr("usage: %%expect_error KIND, e.g. %%expect_error backward-twice"))
     with expect_error(kind):
         _run_cell_body(get_ipython(), cell)
 

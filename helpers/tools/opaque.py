@@ -17,12 +17,17 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import torch
 
+from helpers.language import marked, tr, translated
 from helpers.tools import regions, traversal
 from helpers.tools.errors import KINDS
 from helpers.tools.fingerprint import ParameterRecord
 from helpers.tools.saved import HOOK_UNSEEN, SavedTensor, State, _stale
 
-RECOMPUTED = "recomputed at backward time"
+RECOMPUTED = "recomputed at backward time"  # a marker in SilentChange.saved_by, compared: never translated
+# The regions' kinds as a diagnosis names them (the kinds themselves are compared, and label drawings).
+_KIND_NAMES = {regions.REENTRANT_CHECKPOINT: marked("checkpoint (use_reentrant=True)"),
+               regions.NON_REENTRANT_CHECKPOINT: marked("checkpoint (use_reentrant=False)"),
+               regions.COMPILED: marked("torch.compile region")}
 REENTRANT_REFUSAL = ("When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad() or passing an "
                      "`inputs` parameter to .backward()")
 
@@ -42,8 +47,13 @@ def _where(region: regions.Region, names: Mapping[int, str]) -> str:
     inside = sorted({names[id(p)] for p in region.parameters or () if id(p) in names})
     near = inside or traversal.nearest_parameters(node, dict(names))
     modules = sorted({name.rsplit(".", 1)[0] if "." in name else name for name in near})
-    place = f" ({'with' if inside else 'next to'} {', '.join(modules[:3])}{' ...' if len(modules) > 3 else ''})"
-    return f"{region.kind} at {type(node).__name__}" + (place if modules else "")
+    kind = translated(_KIND_NAMES[region.kind]) if region.kind in _KIND_NAMES else region.kind
+    listed = ", ".join(modules[:3]) + (" ..." if len(modules) > 3 else "")
+    if not modules:
+        return tr("{region} at {node}", region=kind, node=type(node).__name__)
+    if inside:
+        return tr("{region} at {node} (with {modules})", region=kind, node=type(node).__name__, modules=listed)
+    return tr("{region} at {node} (next to {modules})", region=kind, node=type(node).__name__, modules=listed)
 
 
 def _changed(region: regions.Region, recorded: ParameterRecord) -> List[str]:
@@ -84,42 +94,47 @@ def _non_reentrant(region: regions.Region, recorded: Optional[ParameterRecord], 
     where = _where(region, names)
     problems = _read_inputs(region, params, names)
     if problems is None:
-        findings.unseen.append(f"{where}: its inputs are kept where this tool cannot read them; one changed in place "
-                               "since the forward pass raises error 2 when backward recomputes the block.")
+        findings.unseen.append(tr("{region}: its inputs are kept where this tool cannot read them; one changed in "
+                                  "place since the forward pass raises error 2 when backward recomputes the block.",
+                                  region=where))
     else:
         findings.problems += problems
     if recorded is None:
-        findings.unseen.append(f"{where}: {RECOMPUTED} with the weights as they are then; a weight changed since the "
-                               "forward pass (an optimizer step) gives a silently different gradient. To see it, pass "
-                               "recorded=record_parameters(...) taken after the forward pass.")
+        findings.unseen.append(tr("{region}: recomputed at backward time with the weights as they are then; a weight "
+                                  "changed since the forward pass (an optimizer step) gives a silently different "
+                                  "gradient. To see it, pass recorded=record_parameters(...) taken after the forward "
+                                  "pass.", region=where))
         return
     findings.silent += [silent_change(name, (RECOMPUTED, where)) for name in _changed(region, recorded)]
     unrecorded = _unrecorded(region, recorded, regions.checkpoint_inputs(region) or [])
     if unrecorded:
-        findings.unseen.append(f"{where}: {unrecorded} tensor(s) it reads are not in the record; if one changed "
-                               f"since the forward pass, the recomputed gradient silently differs.")
+        findings.unseen.append(tr("{region}: {count} tensor(s) it reads are not in the record; if one changed since "
+                                  "the forward pass, the recomputed gradient silently differs.", region=where,
+                                  count=unrecorded))
 
 
 def _reentrant(region: regions.Region, recorded: Optional[ParameterRecord], names: Mapping[int, str],
                refuse: bool, findings: OpaqueFindings, silent_change: Any) -> None:
     where = _where(region, names)
     if refuse:
-        findings.refusals.append(f"{where} runs in this call: '{REENTRANT_REFUSAL}'. Use use_reentrant=False, or "
-                                 "backward() without inputs=.")
+        findings.refusals.append(tr("{region} runs in this call: '{refusal}'. Use use_reentrant=False, or "
+                                    "backward() without inputs=.", region=where, refusal=REENTRANT_REFUSAL))
         return
     if region.parameters is None:
-        findings.unseen.append(f"{where}: its block is no module, so the tool cannot tell which weights it reads; "
-                               f"{RECOMPUTED} with them as they are then, so one changed since the forward pass (an "
-                               "optimizer step) gives a silently different gradient.")
+        findings.unseen.append(tr("{region}: its block is no module, so the tool cannot tell which weights it "
+                                  "reads; recomputed at backward time with them as they are then, so one changed "
+                                  "since the forward pass (an optimizer step) gives a silently different gradient.",
+                                  region=where))
     elif recorded is None:
-        findings.unseen.append(f"{where}: {RECOMPUTED} with its weights as they are then; one changed since the "
-                               "forward pass (an optimizer step) gives a silently different gradient. To see it, pass "
-                               "recorded=record_parameters(...) taken after the forward pass.")
+        findings.unseen.append(tr("{region}: recomputed at backward time with its weights as they are then; one "
+                                  "changed since the forward pass (an optimizer step) gives a silently different "
+                                  "gradient. To see it, pass recorded=record_parameters(...) taken after the forward "
+                                  "pass.", region=where))
     else:
         findings.silent += [silent_change(name, (RECOMPUTED, where)) for name in _changed(region, recorded)]
         if _unrecorded(region, recorded, ()):
-            findings.unseen.append(f"{where}: some of its block's weights are not in the record; one changed since "
-                                   "the forward pass gives a silently different gradient.")
+            findings.unseen.append(tr("{region}: some of its block's weights are not in the record; one changed "
+                                      "since the forward pass gives a silently different gradient.", region=where))
 
 
 def find(running: Sequence[Any], saved_by_node: Mapping[int, List[SavedTensor]], params: Mapping[str, torch.Tensor],
@@ -139,12 +154,14 @@ def find(running: Sequence[Any], saved_by_node: Mapping[int, List[SavedTensor]],
         elif region.kind == regions.NON_REENTRANT_CHECKPOINT:
             _non_reentrant(region, recorded, params, names, findings, silent_change)
         elif keep_graph:
-            findings.unseen.append(f"{_where(region, names)}: a compiled backward that donated its buffers refuses "
-                                   "retain_graph=True and create_graph=True ('This backward function was compiled "
-                                   "with non-empty donated buffers'); this tool cannot tell whether this one did.")
+            findings.unseen.append(tr("{region}: a compiled backward that donated its buffers refuses "
+                                      "retain_graph=True and create_graph=True ('This backward function was compiled "
+                                      "with non-empty donated buffers'); this tool cannot tell whether this one did.",
+                                      region=_where(region, names)))
     hooked = [s for node in running for s in saved_by_node.get(id(node), [])
               if s.state is State.UNSEEN and s.reason == HOOK_UNSEEN]
     if hooked:
-        findings.unseen.append(f"{len(hooked)} saved tensor(s) packed by a saved_tensors_hooks hook, e.g. "
-                               f"{hooked[0].where}: not unpacked (that would run the hook), so not checked.")
+        findings.unseen.append(tr("{count} saved tensor(s) packed by a saved_tensors_hooks hook, e.g. {example}: not "
+                                  "unpacked (that would run the hook), so not checked.", count=len(hooked),
+                                  example=hooked[0].where))
     return findings

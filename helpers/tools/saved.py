@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, 
 
 import torch
 
+from helpers.language import marked, tr, translated
 from helpers.tools import hook_probe, regions, traversal
 from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.errors import KINDS, parse_version_error
@@ -37,8 +38,9 @@ class State(str, Enum):
     UNSEEN = "unseen"  # packed by a hook (a checkpoint's): reading it would run the hook, so it is not read
 
 
-CHECKPOINT_UNSEEN = "inside a checkpoint: recomputed at backward time"
-HOOK_UNSEEN = "packed by a saved-tensor hook: not unpacked"
+# Why a tensor was not read: compared (``opaque.py``), so kept English; shown with ``translated``.
+CHECKPOINT_UNSEEN = marked("inside a checkpoint: recomputed at backward time")
+HOOK_UNSEEN = marked("packed by a saved-tensor hook: not unpacked")
 
 
 @dataclass(frozen=True)
@@ -84,11 +86,23 @@ class SavedTensor:
             return f"stale v{self.version_saved}->v{self.version_now}"
         return f"alive v{self.version_now}"
 
+    @property
+    def shown_state_label(self) -> str:
+        """``state_label`` in the learner's language (``state_label`` itself stays English: code compares it, and
+        pictures draw it)."""
+        if self.state is State.UNSEEN:
+            return tr("unseen ({reason})", reason=translated(self.reason)) if self.reason else tr("unseen")
+        if self.state is State.FREED:
+            return tr("freed")
+        if self.state is State.STALE:
+            return tr("stale v{saved}->v{now}", saved=self.version_saved, now=self.version_now)
+        return tr("alive v{version}", version=self.version_now)
+
     def describe(self) -> str:
         """One line for text forms and diagnoses."""
         shape = f" {list(self.shape)}" if self.shape is not None else ""
         owner = f" ({self.parameter})" if self.parameter else ""
-        return f"{self.where}{shape}{owner}: {self.state_label}"
+        return f"{self.where}{shape}{owner}: {self.shown_state_label}"
 
 
 def output_tensors(outputs: Any) -> List[torch.Tensor]:

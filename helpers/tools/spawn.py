@@ -39,6 +39,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from helpers.language import tr
+
 JOIN_GRACE_S = 10.0
 FAILURE_GRACE_S = 3.0  # after one rank fails, how long to wait for the others' reports (the first may be an echo)
 HOST = "127.0.0.1"
@@ -191,14 +193,16 @@ def run_distributed(worker: Callable[..., Any], world_size: int = 2, args: Seque
                 if failures:
                     break
                 missing = sorted(set(range(world_size)) - set(collected))
-                raise TimeoutError(f"ranks {missing} did not finish within {timeout_s:.0f} s")
+                raise TimeoutError(tr("ranks {missing} did not finish within {seconds} s", missing=missing,
+                                      seconds=f"{timeout_s:.0f}"))
             try:
                 outcome = results.get(timeout=min(remaining, 0.5))
             except queue_module.Empty:
                 dead = [rank for rank, process in enumerate(processes)
                         if not process.is_alive() and rank not in collected and process.exitcode not in (0, None)]
                 if dead:
-                    raise WorkerFailed(f"rank {dead[0]} died (exit code {processes[dead[0]].exitcode})") from None
+                    raise WorkerFailed(tr("rank {rank} died (exit code {code})", rank=dead[0],
+                                          code=processes[dead[0]].exitcode)) from None
                 continue
             if not outcome.ok:
                 if not failures:
@@ -208,8 +212,9 @@ def run_distributed(worker: Callable[..., Any], world_size: int = 2, args: Seque
             collected[outcome.rank] = pickle.loads(outcome.value)
         if failures:
             failed = sorted(failures.items())
-            summary = "; ".join(f"rank {rank}: {line}" for rank, (line, _) in failed)
-            details = "\n".join(f"rank {rank} raised:\n{text}" for rank, (_, text) in failed)
+            summary = "; ".join(tr("rank {rank}: {error}", rank=rank, error=line) for rank, (line, _) in failed)
+            details = "\n".join(tr("rank {rank} raised:\n{traceback}", rank=rank, traceback=text)
+                                for rank, (_, text) in failed)
             raise WorkerFailed(f"{summary}\n{details}")
         return [collected[rank] for rank in range(world_size)]
     finally:

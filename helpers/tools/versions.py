@@ -1,11 +1,13 @@
 """A version timeline: each parameter's version counter and each saved tensor's state, moment by moment."""
 from __future__ import annotations
 
+import dataclasses
 import html
 from typing import Any, Dict, List, Mapping, Tuple
 
 import torch
 
+from helpers.language import tr
 from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.display import card_html
 from helpers.tools.saved import SavedTensor, graph_nodes, model_of_nodes, saved_tensors
@@ -29,6 +31,8 @@ class VersionTimeline:
         self.moments: List[str] = []
         self.rows: Dict[str, List[str]] = {}
         self._saved_rows: Dict[Tuple[int, str], str] = {}  # (node id, attribute) -> row label
+        self._saved_names: Dict[str, str] = {}  # a saved tensor's row label -> what follows "saved " in it
+        self._saved_cells: Dict[Tuple[str, int], SavedTensor] = {}  # (row, moment index) -> the state shown there
         self._places: Dict[int, str] = {}  # node id -> "M1", or the losses that reach it, e.g. "L1 & L2"
         # Older torch makes a new Python object for a graph node each time it is reached, unless one is alive:
         # holding the nodes keeps their ids, and so the rows, stable from one record to the next.
@@ -45,12 +49,13 @@ class VersionTimeline:
         if key not in self._saved_rows:
             shape = f" {list(saved.shape)}" if saved.shape is not None else ""
             where = saved.parameter or self._places.get(id(saved.node))
-            label = f"saved {saved.where}{shape}" + (f" ({where})" if where else "")
+            name = f"{saved.where}{shape}" + (f" ({where})" if where else "")
             taken = set(self._saved_rows.values())
-            unique, number = label, 2
-            while unique in taken:
-                unique, number = f"{label} #{number}", number + 1
-            self._saved_rows[key] = unique
+            unique, number = name, 2
+            while f"saved {unique}" in taken:
+                unique, number = f"{name} #{number}", number + 1
+            self._saved_rows[key] = f"saved {unique}"
+            self._saved_names[f"saved {unique}"] = unique
         return self._saved_rows[key]
 
     def _learn_places(self, losses: Mapping[str, torch.Tensor], model_outputs: Mapping[str, torch.Tensor]) -> None:
@@ -86,9 +91,12 @@ class VersionTimeline:
             self._nodes.update((id(node), node) for node in graph_nodes(list(tensors.values())))
             self._learn_places(tensors, read_outputs(model_outputs).tensors if model_outputs is not None else {})
             for saved in saved_tensors(list(tensors.values()), self.params):
-                self._cell(self._row_of(saved), index, saved.state_label)
+                row = self._row_of(saved)
+                self._cell(row, index, saved.state_label)
+                self._saved_cells[(row, index)] = dataclasses.replace(saved, node=None)  # holds no graph
         except Exception as error:  # a graph this tool cannot read: say so under the table
-            self.notes.append(f"{moment}: could not read the graph ({type(error).__name__}: {error})")
+            self.notes.append(tr("{moment}: could not read the graph ({error_type}: {error})", moment=moment,
+                                 error_type=type(error).__name__, error=error))
 
     def value(self, row: str, moment: str) -> str:
         """The entry of ``row`` at ``moment`` (empty when not recorded)."""
@@ -97,9 +105,18 @@ class VersionTimeline:
         return column[index] if index < len(column) else ""
 
     def _table(self) -> List[List[str]]:
-        header = ["tensor", *self.moments]
-        body = [[row, *(cells + [""] * (len(self.moments) - len(cells)))] for row, cells in self.rows.items()]
+        """The table as shown: ``rows`` (English: ``value`` reads them) in the learner's language."""
+        header = [tr("tensor"), *self.moments]
+        body = [[self._shown_row(row), *(self._shown_cell(row, index, cell) for index, cell in enumerate(cells)),
+                 *[""] * (len(self.moments) - len(cells))] for row, cells in self.rows.items()]
         return [header, *body]
+
+    def _shown_row(self, row: str) -> str:
+        return tr("saved {tensor}", tensor=self._saved_names[row]) if row in self._saved_names else row
+
+    def _shown_cell(self, row: str, index: int, cell: str) -> str:
+        saved = self._saved_cells.get((row, index))
+        return saved.shown_state_label if saved is not None else cell
 
     def __str__(self) -> str:
         table = self._table()
@@ -119,4 +136,4 @@ class VersionTimeline:
             for row in body
         )
         notes = "".join(f"<div>{html.escape(note)}</div>" for note in self.notes)
-        return card_html("Version timeline", f"<table><tr>{head}</tr>{rows}</table>{notes}", accent="#2980b9")
+        return card_html(tr("Version timeline"), f"<table><tr>{head}</tr>{rows}</table>{notes}", accent="#2980b9")
