@@ -31,6 +31,7 @@ from authoring.launch_cells import badges_markdown, readme_with_badges, with_bad
 from authoring.solution_markers import MarkerError, has_marker_text, split_cell
 from authoring.translation import catalog as zh_catalog
 from authoring.translation import messages as zh_messages
+from authoring.translation import figure_words as zh_figures
 from authoring.translation import sheet as zh_sheet
 from authoring.translation.edition import FOLDER as ZH_FOLDER
 from authoring.translation.edition import TranslationError, markdown_english, setup_title, translated, \
@@ -41,7 +42,7 @@ SOLUTIONS_JSON = Path("helpers") / "course" / "exercises" / "solutions.json"
 CATALOGS = Path("i18n") / zh_catalog.LOCALE  # one <stem>.po per translated notebook, and shared.po
 ZH_README = "README.zh-CN.md"
 SHARED_CATALOG = "shared"
-NOT_NOTEBOOKS = (SHARED_CATALOG, "helpers", "cheatsheet")  # catalogs in i18n/zh_CN/ that are no notebook's
+NOT_NOTEBOOKS = (SHARED_CATALOG, "helpers", "cheatsheet", "figures")  # catalogs in i18n/zh_CN/ that are no notebook's
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 GENERATED_NOTE = (
     "Generated from solutions/ by `python -m authoring.generate`: edit the solution notebook, not this copy."
@@ -266,7 +267,8 @@ def catalog_problems(root: Path) -> List[str]:
     if stems:
         shared_name = catalog_path(root, SHARED_CATALOG).relative_to(root).as_posix()
         found += zh_catalog.problems(_shared_catalog(root), _shared_entries(notebooks), shared_name)
-    return found + zh_messages.catalog_problems(root) + zh_sheet.catalog_problems(root)
+    return (found + zh_messages.catalog_problems(root) + zh_sheet.catalog_problems(root)
+            + zh_figures.catalog_problems(root))
 
 
 def update_catalogs(root: Path, new_stems: Sequence[str]) -> List[Path]:
@@ -286,7 +288,8 @@ def update_catalogs(root: Path, new_stems: Sequence[str]) -> List[Path]:
         text = zh_catalog.po_text(zh_catalog.merged(_shared_catalog(root), shared_entries))
         written += _write_if_changed(catalog_path(root, SHARED_CATALOG), text)
     for path, text in ((zh_messages.catalog_file(root), zh_messages.updated_text(root)),
-                       (root / zh_sheet.CATALOG, zh_sheet.updated_text(root))):
+                       (root / zh_sheet.CATALOG, zh_sheet.updated_text(root)),
+                       (root / zh_figures.CATALOG, zh_figures.updated_text(root))):
         if text is not None:
             written += _write_if_changed(path, text)
     return written

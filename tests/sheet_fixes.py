@@ -378,8 +378,9 @@ def _check_unet_again(part: str) -> str | None:
     return None
 
 
-def unet_gradient_ratio(update_between_steps: bool) -> float:
-    """unet's stepped gradient over its true gradient, when tenc's gradient is inf (so the scale halves)."""
+def unet_gradient_ratio(update_between_steps: bool, inf: bool = True) -> float:
+    """unet's stepped gradient over its true gradient, when tenc's gradient is inf (so the scale halves), or, without
+    ``inf``, when the scale grows after every good step (so it doubles)."""
     from helpers.course.lesson05_chained_amp.chain import (
         chain_losses,
         make_batch,
@@ -391,12 +392,13 @@ def unet_gradient_ratio(update_between_steps: bool) -> float:
     tenc, unet = make_tenc(0), make_unet(1)
     opt_tenc = torch.optim.SGD(tenc.parameters(), lr=0.1)
     opt_unet = torch.optim.SGD(unet.parameters(), lr=0.1)
-    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1 if not inf else 2000)
     loss_tenc, loss_unet = chain_losses(unet(tenc(x)), target, mask)
     reference = torch.autograd.grad(loss_unet, list(unet.parameters()), retain_graph=True)
     scaler.scale(loss_tenc).backward(retain_graph=True, inputs=list(tenc.parameters()))
     scaler.scale(loss_unet).backward(inputs=list(unet.parameters()))
-    next(tenc.parameters()).grad[0, 0] = float("inf")
+    if inf:
+        next(tenc.parameters()).grad[0, 0] = float("inf")
     scaler.step(opt_tenc)
     if update_between_steps:
         scaler.update()

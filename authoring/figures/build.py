@@ -1,8 +1,9 @@
-"""Draw every figure into the helpers package, or check that the shipped images are current."""
+"""Draw every figure into the helpers package, or check that the shipped images are current: the English ones in
+``images/``, each translated set in ``images/<language>/`` (its words from ``i18n/<language>/figures.po``)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -10,7 +11,10 @@ from matplotlib.figure import Figure
 from authoring.figures import backward_visits, step_timeline, who_trains_whom
 from authoring.figures.compare import png_difference, same_minor_release, svg_difference, svg_drawn_by
 from authoring.figures.drawing import render
+from authoring.translation import figure_words
 from helpers.course.figures import FIGURES, IMAGES
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository: where i18n/ is
 
 DRAWINGS: Dict[str, Callable[[], Figure]] = {
     "step_timeline": step_timeline.draw,
@@ -20,17 +24,31 @@ DRAWINGS: Dict[str, Callable[[], Figure]] = {
 KINDS = ("png", "svg")
 
 
-def draw_all() -> Dict[str, Dict[str, bytes]]:
-    """name -> {"png": bytes, "svg": bytes} for every figure."""
+def translations() -> Dict[str, Dict[str, str]]:
+    """language -> its figure words (English -> translation), for each language with a figures catalog."""
+    words = figure_words.words(ROOT)
+    return {figure_words.LANGUAGE: words} if words else {}
+
+
+def draw_all(words: Optional[Dict[str, str]] = None) -> Dict[str, Dict[str, bytes]]:
+    """name -> {"png": bytes, "svg": bytes} for every figure, in English or with ``words``."""
     assert set(DRAWINGS) == set(FIGURES), "every figure needs a drawing and an alt text in helpers.course.figures"
-    return {name: render(draw) for name, draw in DRAWINGS.items()}
+    return {name: render(draw, words) for name, draw in DRAWINGS.items()}
 
 
 def write(folder: Path = IMAGES) -> List[Path]:
-    """Draw every figure into ``folder``; returns the files written."""
+    """Draw every figure into ``folder``, and each translated set into its language's folder below it; returns the
+    files written."""
+    written = _write(folder, draw_all())
+    for language, words in translations().items():
+        written += _write(folder / language, draw_all(words))
+    return written
+
+
+def _write(folder: Path, drawn: Dict[str, Dict[str, bytes]]) -> List[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, images in draw_all().items():
+    for name, images in drawn.items():
         for kind in KINDS:
             path = folder / f"{name}.{kind}"
             path.write_bytes(images[kind])
@@ -39,9 +57,17 @@ def write(folder: Path = IMAGES) -> List[Path]:
 
 
 def problems(folder: Path = IMAGES) -> List[str]:
-    """What is missing or stale in ``folder``, one line each; empty when every image is current."""
+    """What is missing or stale in ``folder`` or a language's folder below it, one line each; empty when every image
+    is current."""
+    found = _problems(folder, draw_all())
+    for language, words in translations().items():
+        found += [f"{language}/{line}" for line in _problems(folder / language, draw_all(words))]
+    return found
+
+
+def _problems(folder: Path, drawn: Dict[str, Dict[str, bytes]]) -> List[str]:
     found = []
-    for name, images in draw_all().items():
+    for name, images in drawn.items():
         svg = folder / f"{name}.svg"
         comparable = not svg.exists() or same_minor_release(svg_drawn_by(svg.read_bytes()))
         for kind, differs in (("png", png_difference), ("svg", svg_difference)):

@@ -4,16 +4,22 @@ A figure is a matplotlib ``Figure`` (no pyplot: no global state) whose one axes 
 the bottom left corner. Fonts are DejaVu Sans and DejaVu Sans Mono, which ship with matplotlib, so every machine
 draws the same glyphs; the PNG carries no metadata and the SVG no date, so the bytes depend only on the drawing and
 the matplotlib version.
+
+A figure is drawn in English, or in another language (``render(draw, words)``): every text the drawing writes is
+looked up in ``words`` (English -> translation; a text not in it, such as code, stays as it is), and a font for
+Chinese (``cjk_font``) backs up the two DejaVu fonts for the characters they lack.
 """
 from __future__ import annotations
 
+import contextvars
 import io
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import findSystemFonts, fontManager
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from authoring.figures.palette import INK, WHITE, Style, grey_level
@@ -32,6 +38,50 @@ RC = {
 }
 
 
+CJK_FONTS = ("Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Micro Hei", "WenQuanYi Zen Hei", "Microsoft YaHei",
+             "PingFang SC")  # the first one found draws the Chinese characters
+_WORDS: contextvars.ContextVar[Optional[Dict[str, str]]] = contextvars.ContextVar("words", default=None)
+_WRITTEN: contextvars.ContextVar[Optional[List[str]]] = contextvars.ContextVar("written", default=None)
+
+
+class NoFontForChinese(RuntimeError):
+    """No font on this machine draws Chinese."""
+
+
+def cjk_font() -> str:
+    """The name of a font that draws Chinese, from the fonts matplotlib finds.
+
+    Raises:
+        NoFontForChinese: there is none (install fonts-wqy-microhei or fonts-noto-cjk).
+    """
+    for attempt in range(2):
+        names = {font.name for font in fontManager.ttflist}
+        for name in CJK_FONTS:
+            if name in names:
+                return name
+        if attempt == 0:  # matplotlib's font cache may predate the font: add the system's CJK files to it
+            for path in findSystemFonts():
+                if any(part in path.lower() for part in ("cjk", "wqy", "sourcehan", "msyh", "pingfang")):
+                    fontManager.addfont(path)
+    raise NoFontForChinese("no font for Chinese: install one, e.g. apt-get install fonts-wqy-microhei")
+
+
+class _WordsAxes(Axes):
+    """Axes whose texts are written in the language ``render`` was given, in fonts that draw it."""
+
+    def text(self, x, y, s, *args, **kwargs):  # type: ignore[no-untyped-def] # matplotlib's own signature
+        written = _WRITTEN.get()
+        if written is not None:
+            written.append(str(s))
+        words = _WORDS.get()
+        if words:
+            s = words.get(str(s), s)
+            family = kwargs.pop("fontfamily", None) or kwargs.pop("family", None)
+            if family is not None:
+                kwargs["fontfamily"] = [family, cjk_font()]
+        return super().text(x, y, s, *args, **kwargs)
+
+
 def new_figure(width: float, height: float) -> Tuple[Figure, Axes]:
     """A blank white figure ``width`` x ``height`` inches, with an axes in inches and no frame.
 
@@ -39,7 +89,7 @@ def new_figure(width: float, height: float) -> Tuple[Figure, Axes]:
     """
     figure = Figure(figsize=(width, height), dpi=DPI, facecolor=WHITE)
     FigureCanvasAgg(figure)
-    axes = figure.add_axes((0, 0, 1, 1))
+    axes = figure.add_axes((0, 0, 1, 1), axes_class=_WordsAxes)
     axes.set_xlim(0, width)
     axes.set_ylim(0, height)
     axes.set_axis_off()
@@ -96,14 +146,59 @@ def text_width(axes: Axes, text: matplotlib.text.Text) -> float:
     return bounds.width / figure.dpi
 
 
-def render(draw: Callable[[], Figure]) -> Dict[str, bytes]:
-    """The figure ``draw()`` makes, as PNG and SVG bytes, with no metadata that changes between runs."""
-    images = {}
-    with matplotlib.rc_context(RC):
-        figure = draw()
-        for kind, metadata in (("png", {"Software": None}), ("svg", {"Date": None})):
-            buffer = io.BytesIO()
-            figure.savefig(buffer, format=kind, dpi=DPI, metadata=metadata, facecolor=WHITE)
-            images[kind] = buffer.getvalue()
-    return images
+def written(draw: Callable[[], Figure]) -> List[str]:
+    """Every text ``draw()`` writes, in English, in the order it writes them."""
+    texts: List[str] = []
+    token = _WRITTEN.set(texts)
+    try:
+        with matplotlib.rc_context(RC):
+            draw()
+    finally:
+        _WRITTEN.reset(token)
+    return texts
 
+
+def render(draw: Callable[[], Figure], words: Optional[Dict[str, str]] = None) -> Dict[str, bytes]:
+    """The figure ``draw()`` makes, as PNG and SVG bytes, with no metadata that changes between runs; with
+    ``words``, its texts translated (see the module's docstring)."""
+    settings = dict(RC, **({"font.family": [RC["font.family"], cjk_font()]} if words else {}))
+    token = _WORDS.set(words)
+    try:
+        with matplotlib.rc_context(settings):
+            return _saved(draw())
+    finally:
+        _WORDS.reset(token)
+
+
+def missing_glyphs(draw: Callable[[], Figure], words: Optional[Dict[str, str]] = None) -> List[str]:
+    """Each text ``draw()`` writes (with ``words``) that has a character none of its fonts can draw, with those
+    characters: what would show as a box."""
+    from matplotlib.font_manager import FontProperties, findfont, get_font
+
+    settings = dict(RC, **({"font.family": [RC["font.family"], cjk_font()]} if words else {}))
+    token = _WORDS.set(words)
+    try:
+        with matplotlib.rc_context(settings):
+            figure = draw()
+            found = []
+            for text in figure.findobj(matplotlib.text.Text):
+                families = text.get_fontfamily()
+                fonts = [get_font(findfont(FontProperties(family=family), fallback_to_default=False))
+                         for family in (families if isinstance(families, list) else [families])]
+                lacking = sorted({character for character in text.get_text() if not character.isspace()
+                                  and not any(font.get_char_index(ord(character)) for font in fonts)})
+                if lacking:
+                    found.append(f"{text.get_text()!r}: no glyph for {''.join(lacking)}")
+            return found
+    finally:
+        _WORDS.reset(token)
+
+
+def _saved(figure: Figure) -> Dict[str, bytes]:
+    """``figure`` as PNG and SVG bytes (inside the settings it was drawn with)."""
+    images = {}
+    for kind, metadata in (("png", {"Software": None}), ("svg", {"Date": None})):
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format=kind, dpi=DPI, metadata=metadata, facecolor=WHITE)
+        images[kind] = buffer.getvalue()
+    return images

@@ -18,6 +18,7 @@ import nbformat
 import polib
 
 from authoring.launch_cells import is_setup_cell, with_badges, with_launch_cells
+from helpers.course.figures import FIGURES, attachment, figure_path
 from authoring.release_json import Release
 from authoring.translation.catalog import TEXT_SUFFIX, TITLE_SUFFIX, Catalog, by_context, card_choices, chinese, \
     current, learner_strings, title_text
@@ -119,6 +120,14 @@ def setup_title(notebook: nbformat.NotebookNode) -> Dict[str, str]:
     return {}
 
 
+def _with_chinese_figures(cell: nbformat.NotebookNode) -> None:
+    """A markdown cell's attached course figures replaced by their Chinese drawings, where they exist."""
+    for name in list(cell.get("attachments", {})):
+        figure = name.rsplit(".", 1)[0]
+        if figure in FIGURES and figure_path(figure, language=LANGUAGE).exists():
+            cell.attachments[name] = attachment(figure, LANGUAGE)
+
+
 def translated(english: nbformat.NotebookNode, catalog: Catalog, shared: Catalog, release: Release,
                path: str, source_path: str) -> nbformat.NotebookNode:
     """The Chinese solution notebook at ``path``, written from the English one at ``source_path``."""
@@ -129,6 +138,7 @@ def translated(english: nbformat.NotebookNode, catalog: Catalog, shared: Catalog
             text = markdown_english(cell)
             if text.strip():
                 cell.source = _markdown(messages.get(cell.id), text)
+            _with_chinese_figures(cell)
             continue
         where = f"{source_path}, cell {index}"
         shown = [_current_text(messages.get(f"{cell.id}{TEXT_SUFFIX}{number}"), text)

@@ -103,9 +103,10 @@ def merged(catalog: Catalog, messages: Messages) -> Catalog:
     return result
 
 
-def problems(catalog: Catalog, messages: Messages, name: str) -> List[str]:
-    """What keeps ``catalog`` from translating ``messages``: a missing, empty, stale or English-copied entry, a
-    translation whose fields differ from the English's, or an entry for a message no longer used."""
+def problems(catalog: Catalog, messages: Messages, name: str, copies_allowed: bool = False) -> List[str]:
+    """What keeps ``catalog`` from translating ``messages``: a missing, empty, stale or English-copied entry (unless
+    ``copies_allowed``: a figure's code or PyTorch's words stay English), a translation whose fields differ from the
+    English's, or an entry for a message no longer used."""
     found: List[str] = []
     entries = {entry.msgid: entry for entry in catalog if not entry.obsolete}
     for english in messages:
@@ -117,7 +118,8 @@ def problems(catalog: Catalog, messages: Messages, name: str) -> List[str]:
             found.append(f"{where} is not translated")
         elif entry.fuzzy:
             found.append(f"{where} is stale: its English changed (update the Chinese, then remove the fuzzy flag)")
-        elif entry.msgstr.strip() == english.strip() and any(character.isalpha() for character in english):
+        elif (not copies_allowed and entry.msgstr.strip() == english.strip()
+              and any(character.isalpha() for character in english)):
             found.append(f"{where} is the English copied, not translated")
         elif fields(entry.msgstr) != fields(english):
             found.append(f"{where}: the Chinese has the fields {sorted(fields(entry.msgstr))}, the English "

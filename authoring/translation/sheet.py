@@ -20,6 +20,8 @@ from authoring.translation.messages import Messages, merged, problems
 ENGLISH = Path("docs") / "cheatsheet.md"
 CHINESE = Path("docs") / "cheatsheet.zh-CN.md"
 CATALOG = Path("i18n") / "zh_CN" / "cheatsheet.po"
+FIGURE_LINK = "../helpers/course/figures/images/"
+FIGURE_LANGUAGE = "zh_CN"
 _OWN_UNIT = re.compile(r"^(#|\||- |\d+\. |!\[)")
 
 Unit = Tuple[str, bool]  # (text, translated?)
@@ -72,7 +74,13 @@ def chinese_sheet(root: Path) -> Optional[str]:
     current: Dict[str, str] = {entry.msgid: chinese(entry) or entry.msgid for entry in catalog
                                if not entry.obsolete and not entry.fuzzy}
     english = (root / ENGLISH).read_text(encoding="utf-8")
-    return "\n".join(current.get(text, text) if translated else text for text, translated in units(english))
+    sheet = "\n".join(current.get(text, text) if translated else text for text, translated in units(english))
+    return with_chinese_figures(sheet)
+
+
+def with_chinese_figures(text: str) -> str:
+    """``text`` with each course figure's link pointing at its Chinese drawing (``images/zh_CN/``)."""
+    return text.replace(FIGURE_LINK, FIGURE_LINK + FIGURE_LANGUAGE + "/")
 
 
 def updated_text(root: Path) -> Optional[str]:

@@ -50,7 +50,8 @@ class ForwardTrace:
         if self.full.startswith(NO_STACK):
             return card_html(tr("Backward fails in {node}", node=self.node), pre_html(self._full_shown()),
                              accent="#8e44ad")
-        body += f"<details><summary>{tr(\"Anomaly mode's full report\")}</summary>{pre_html(self.full)}</details>"
+        summary = tr("Anomaly mode's full report")
+        body += f"<details><summary>{summary}</summary>{pre_html(self.full)}</details>"
         return card_html(tr("Backward failed in {node}, created in the forward pass at", node=self.node), body,
                          accent="#8e44ad")
 

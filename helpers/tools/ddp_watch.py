@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 import torch.distributed as dist
@@ -42,15 +42,28 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.nn.parallel.distributed import _find_tensors  # DDP's own search of a forward's outputs
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from helpers.language import marked, tr, translated
 from helpers.tools import traversal
 
-SECOND_BACKWARD = "a backward after DDP had averaged this wrapper's gradients for its last forward (a second backward)"
-THROUGH_MODULE = "a backward from a forward through .module, which skipped the DDP wrapper"
-AUTOGRAD_GRAD = "torch.autograd.grad: computed, never accumulated into .grad, so DDP's hook never saw it"
-SET_BY_HAND = "a .grad that no backward accumulated (set by hand, e.g. from torch.autograd.grad): DDP never saw it"
-UNDER_NO_SYNC = "a backward under no_sync(), stepped before a synchronised backward averaged it"
-NOT_YET = "a step before DDP had averaged it ({wrapper} still waited for {missing})"
-BEFORE_WATCH = "a backward whose forward ran before the watch began: the watch cannot see whether DDP averaged it"
+# How a gradient escaped averaging, and why the watch cannot see: kept English (code and tests compare them, and
+# ``unreduced`` and ``cannot_see`` return them); ``report`` shows them translated.
+SECOND_BACKWARD = marked("a backward after DDP had averaged this wrapper's gradients for its last forward "
+                         "(a second backward)")
+THROUGH_MODULE = marked("a backward from a forward through .module, which skipped the DDP wrapper")
+AUTOGRAD_GRAD = marked("torch.autograd.grad: computed, never accumulated into .grad, so DDP's hook never saw it")
+SET_BY_HAND = marked("a .grad that no backward accumulated (set by hand, e.g. from torch.autograd.grad): "
+                     "DDP never saw it")
+UNDER_NO_SYNC = marked("a backward under no_sync(), stepped before a synchronised backward averaged it")
+NOT_YET = marked("a step before DDP had averaged it ({wrapper} still waited for {missing})")
+BEFORE_WATCH = marked("a backward whose forward ran before the watch began: the watch cannot see whether DDP "
+                      "averaged it")
+STATIC_GRAPH = marked("static_graph=True: DDP decides from its first iteration which gradients to wait for")
+OTHER_REDUCER = marked("this wrapper reduces outside the reducer the watch follows")
+COMM_HOOK = marked("a communication hook decides what its all-reduce does with the gradients")
+REQUIRES_GRAD_CHANGED = marked("DDP reduces {reduced} parameters and {watched} require grad now: requires_grad "
+                               "changed after DDP wrapped the model")
+REPLACED = marked("a step used a .grad put there after the backward (clipping out of place, or set by hand): the "
+                  "watch cannot see whether it was averaged")
 
 STEPPED, HELD, CLEARED = "stepped", "held", "cleared"
 
@@ -136,20 +149,20 @@ def _reached_leaves(output: Any) -> Set[int]:
     return {id(node.variable) for node in nodes if getattr(node, "variable", None) is not None}
 
 
-def _why_it_cannot_see(model: DistributedDataParallel, watched: int) -> Optional[str]:
+def _why_it_cannot_see(model: DistributedDataParallel, watched: int) -> Optional[Tuple[str, Dict[str, int]]]:
+    """Why the watch cannot follow ``model``'s reduction, as a message (English, with fields) and its fields."""
     if getattr(model, "static_graph", False):
-        return "static_graph=True: DDP decides from its first iteration which gradients to wait for"
+        return STATIC_GRAPH, {}
     if getattr(model, "_delay_all_reduce_all_params", False) or getattr(model, "_use_python_reducer", False):
-        return "this wrapper reduces outside the reducer the watch follows"
+        return OTHER_REDUCER, {}
     if getattr(model, "_comm_hooks", None):
-        return "a communication hook decides what its all-reduce does with the gradients"
+        return COMM_HOOK, {}
     try:
         reduced = int(model._get_ddp_logging_data().get("num_parameter_tensors", watched))
     except Exception:  # a private call that may change between releases: then trust the count
         reduced = watched
     if reduced != watched:
-        return (f"DDP reduces {reduced} parameters and {watched} require grad now: requires_grad changed after DDP "
-                "wrapped the model")
+        return REQUIRES_GRAD_CHANGED, {"reduced": reduced, "watched": watched}
     return None
 
 
@@ -163,17 +176,21 @@ class ReductionWatch:
     def __init__(self, **models: DistributedDataParallel) -> None:
         for name, model in models.items():
             if not isinstance(model, DistributedDataParallel):
-                raise TypeError(f"{name} is a {type(model).__name__}, not a DistributedDataParallel model")
+                raise TypeError(tr("{name} is a {type}, not a DistributedDataParallel model", name=name,
+                                   type=type(model).__name__))
         self.models = dict(models)
         self._wrappers: Dict[str, _Wrapper] = {}
         self._owner: Dict[int, _Wrapper] = {}
         self._tensors: Dict[int, torch.Tensor] = {}
         self._handles: List[Any] = []
         self._accumulators: List[Any] = []
+        self._shown: Dict[str, Callable[[], str]] = {}  # an English message with its fields filled -> it, translated
         for label, model in self.models.items():
             reduced = _reducer_parameters(model)
             parameters = {id(p): _Parameter(f"{label}.{name}") for name, p in reduced.items()}
-            wrapper = _Wrapper(label, model, parameters, cannot_see=_why_it_cannot_see(model, len(reduced)))
+            why = _why_it_cannot_see(model, len(reduced))
+            cannot_see = None if why is None else self._said(why[0], **why[1])
+            wrapper = _Wrapper(label, model, parameters, cannot_see=cannot_see)
             self._wrappers[label] = wrapper
             self._handles += [model.register_forward_pre_hook(self._wrapper_starts(wrapper)),
                               model.register_forward_hook(self._wrapper_ends(wrapper)),
@@ -189,6 +206,19 @@ class ReductionWatch:
                     self._handles.append(accumulator.register_hook(self._no_gradient(wrapper, id(parameter))))
         # After the step, not before it: a closure passed to step() computes the gradients the step uses.
         self._handles.append(register_optimizer_step_post_hook(self._after_step))
+
+    def _said(self, message: str, **fields: Any) -> str:
+        """``message`` with its fields filled, in English (what ``unreduced`` and ``cannot_see`` return); ``report``
+        shows it translated. A field that is a list of names is shown as ``a, b, c and 2 more``."""
+        english = message.format(**{key: _listed(value, 3, english=True) if isinstance(value, list) else value
+                                    for key, value in fields.items()}) if fields else message
+        self._shown.setdefault(english, lambda: translated(message, **{
+            key: _listed(value, 3) if isinstance(value, list) else value for key, value in fields.items()}))
+        return english
+
+    def _text(self, english: str) -> str:
+        """An English message of the watch (``how`` or why it cannot see), as ``report`` shows it."""
+        return self._shown[english]() if english in self._shown else translated(english)
 
     # ------------------------------------------------------------------ forwards
 
@@ -302,7 +332,7 @@ class ReductionWatch:
         live = self._live_local(state, parameter)
         state.stepped.update(live)
         if wrapper.expecting and id(parameter) in wrapper.marked:
-            state.stepped.add(NOT_YET.format(wrapper=wrapper.name, missing=self._missing(wrapper)))
+            state.stepped.add(self._said(NOT_YET, wrapper=wrapper.name, missing=self._missing(wrapper)))
         elif not live and not unchanged:
             if not accumulated and not wrapper.reduced_since_forward:
                 state.stepped.add(SET_BY_HAND if wrapper.last_forward else BEFORE_WATCH)
@@ -320,9 +350,8 @@ class ReductionWatch:
             state.cleared.add(how)
             del state.local[how]
 
-    def _missing(self, wrapper: _Wrapper) -> str:
-        names = [wrapper.parameters[key].name for key in wrapper.expected - wrapper.marked]
-        return ", ".join(sorted(names)[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    def _missing(self, wrapper: _Wrapper) -> List[str]:
+        return sorted(wrapper.parameters[key].name for key in wrapper.expected - wrapper.marked)
 
     def _live_local(self, state: _Parameter, parameter: torch.Tensor) -> List[str]:
         """The local gradients still in ``parameter.grad``: it is still the tensor they went into (a gradient of
@@ -364,34 +393,36 @@ class ReductionWatch:
         for wrapper in self._wrappers.values():
             for state in wrapper.parameters.values():
                 if state.replaced:
-                    found[state.name] = ("a step used a .grad put there after the backward (clipping out of place, "
-                                         "or set by hand): the watch cannot see whether it was averaged")
+                    found[state.name] = REPLACED
         return found
 
     def report(self) -> str:
         """What DDP did not average, grouped by what became of it and how it arrived; or that it averaged all."""
         found, pending, blind = self.unreduced(), self.pending(), self.cannot_see()
-        lines: List[str] = [f"Cannot see {name}: {why}." for name, why in blind.items()]
-        sections = [(STEPPED, ("An optimizer step used gradients DDP had not averaged ({n}): this rank's replica "
-                               "moved with its own gradient, so the replicas now differ unless every rank computed "
-                               "the same.")),
-                    (HELD, "Not averaged, still in .grad ({n}): a step now would use this rank's own gradient."),
-                    (CLEARED, ("Not averaged, but cleared before any torch.optim step used them ({n}): no optimizer "
-                               "step moved the replicas with them (an update written by hand, outside torch.optim, "
-                               "is invisible to the watch)."))]
+        lines: List[str] = [tr("Cannot see {name}: {why}.", name=name, why=self._text(why))
+                            for name, why in blind.items()]
+        sections = [(STEPPED, marked("An optimizer step used gradients DDP had not averaged ({n}): this rank's "
+                                     "replica moved with its own gradient, so the replicas now differ unless every "
+                                     "rank computed the same.")),
+                    (HELD, marked("Not averaged, still in .grad ({n}): a step now would use this rank's own "
+                                  "gradient.")),
+                    (CLEARED, marked("Not averaged, but cleared before any torch.optim step used them ({n}): no "
+                                     "optimizer step moved the replicas with them (an update written by hand, outside "
+                                     "torch.optim, is invisible to the watch)."))]
         for fate, title in sections:
             by_how: Dict[str, List[str]] = {}
             for problem in found:
                 if problem.fate == fate:
                     by_how.setdefault(problem.how, []).append(problem.parameter)
             if by_how:
-                lines.append(title.format(n=len({p for names in by_how.values() for p in names})))
-                lines += [f"- {how}: {_shown(names)}" for how, names in by_how.items()]
+                lines.append(translated(title, n=len({p for names in by_how.values() for p in names})))
+                lines += [f"- {self._text(how)}: {_shown(names)}" for how, names in by_how.items()]
         for name, missing in pending.items():
-            lines.append(f"{name}: DDP has not averaged its gradients yet; it waits for {_shown(missing)} (it "
-                         "averages when every parameter it expects has a gradient).")
+            lines.append(tr("{name}: DDP has not averaged its gradients yet; it waits for {parameters} (it "
+                            "averages when every parameter it expects has a gradient).", name=name,
+                            parameters=_shown(missing)))
         if not lines:
-            return "DDP averaged every gradient these models received before any step used it."
+            return tr("DDP averaged every gradient these models received before any step used it.")
         return "\n".join(lines)
 
     def clear(self) -> None:
@@ -412,8 +443,15 @@ class ReductionWatch:
 
 
 def _shown(names: List[str]) -> str:
-    names = list(dict.fromkeys(names))
-    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return _listed(list(dict.fromkeys(names)), 4)
+
+
+def _listed(names: List[str], most: int, english: bool = False) -> str:
+    """``a, b, c and 2 more``: at most ``most`` names; in English with ``english=True``."""
+    if len(names) <= most:
+        return ", ".join(names)
+    shown, count = ", ".join(names[:most]), len(names) - most
+    return f"{shown} and {count} more" if english else tr("{names} and {count} more", names=shown, count=count)
 
 
 def replicas_differ(model: nn.Module, tolerance: float = 1e-6, group: Optional[Any] = None) -> List[str]:

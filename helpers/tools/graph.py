@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import torch
 from torch import nn
 
+from helpers.language import marked, tr, translated
 from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.display import card_html, pre_html
 from helpers.tools.module_calls import Box, module_calls, module_types
@@ -41,7 +42,7 @@ from helpers.tools.module_graph import (
 from helpers.tools.regions import opaque_region
 from helpers.tools.traversal import children, graph_nodes
 
-INSTALL_GRAPHVIZ = (
+INSTALL_GRAPHVIZ = marked(
     "Install graphviz's `dot` program to see pictures: "
     "`sudo apt-get install graphviz` (Debian/Ubuntu, Colab), `brew install graphviz` (macOS), "
     "or `conda install -c conda-forge graphviz`. Then restart the kernel."
@@ -52,6 +53,25 @@ INSTALL_GRAPHVIZ = (
 FULL_DRAWING_MAX_NODES = 300
 
 Outputs = Union[torch.Tensor, Sequence[torch.Tensor], Mapping[str, torch.Tensor]]
+# A note of the module view: in English where the picture draws it, translated where it is shown beside the picture.
+Note = Tuple[str, str]
+
+
+def both(message: str, **fields: Any) -> Note:
+    """``message`` (marked) with its fields filled, in English (drawn inside a picture) and translated (beside it)."""
+    return (message.format(**fields) if fields else message), translated(message, **fields)
+
+
+def _missing_graphviz() -> str:
+    return tr("The graphviz Python package is missing: pip install graphviz")
+
+
+def _unreadable(error: Exception) -> str:
+    return tr("could not read this graph ({error_type}: {error}).", error_type=type(error).__name__, error=error)
+
+
+def _undrawable(error: Exception) -> str:
+    return tr("could not draw this graph ({error_type}: {error}).", error_type=type(error).__name__, error=error)
 
 
 class _LooseVersion:
@@ -143,7 +163,7 @@ def graph_as_text(
     output_labels: Dict[int, str] = {}
     for name, tensor in named_outputs.items():
         if tensor.grad_fn is not None:
-            label = name if name.startswith("output") else f"output {name}"
+            label = name if name.startswith("output") else tr("output {name}", name=name)
             output_labels.setdefault(id(tensor.grad_fn), f"  ({label})")
     lines = []
     for node in nodes:
@@ -155,12 +175,12 @@ def graph_as_text(
             label += f"  ({tag(node)})"
         region = opaque_region(node)
         if region is not None:
-            label += f"  [{region}: {REGION_NOTES[region].replace(chr(10), ' ')}]"
+            label += f"  [{region}: {translated(REGION_NOTES[region]).replace(chr(10), ' ')}]"
         children = [f"[{numbers[id(child)]}]" for child, _ in node.next_functions if child is not None]
         arrow = f"  -> {', '.join(children)}" if children else ""
         lines.append(f"[{numbers[id(node)]}] {label}{output_labels.get(id(node), '')}{arrow}")
         lines += [f"      {note}" for note in (notes(node) if notes is not None else [])]
-    return "\n".join(lines) if lines else "(no graph: these tensors have no grad_fn)"
+    return "\n".join(lines) if lines else tr("(no graph: these tensors have no grad_fn)")
 
 
 # ---------------------------------------------------------------- arguments in the wrong roles
@@ -221,16 +241,18 @@ def draw_graph_mistake(outputs: Any, params: Any, full: Any, name: str = "draw_g
         return mistake
     computed = _computed_tensors_in(params)
     if computed:
-        return (
-            f"{name}(outputs, params): params names the leaves (modules or parameters), but you passed tensors the "
-            f"graph computed ({', '.join(computed)}): in draw_saved_graph's order? Pass the modules: "
-            f"{name}({_outputs_spelled(outputs)}, {_by_name(computed)}) with each name's module, or, to box nodes "
-            f"by model output, draw_saved_graph({_outputs_spelled(outputs)}, {_by_name(computed, '_output')}, "
-            f"{_by_name(computed)})")
+        return tr(
+            "{name}(outputs, params): params names the leaves (modules or parameters), but you passed tensors the "
+            "graph computed ({computed}): in draw_saved_graph's order? Pass the modules: "
+            "{name}({outputs}, {modules}) with each name's module, or, to box nodes "
+            "by model output, draw_saved_graph({outputs}, {model_outputs}, {modules})", name=name,
+            computed=", ".join(computed), outputs=_outputs_spelled(outputs), modules=_by_name(computed),
+            model_outputs=_by_name(computed, "_output"))
     if not (full is None or isinstance(full, bool)):
-        return (f"{name}(outputs, params, full): full is True, False or None, not {type(full).__name__}: "
-                f"in draw_saved_graph's order (losses, model_outputs, params)? Call "
-                f"{name}({_outputs_spelled(outputs)}, params) or draw_saved_graph(losses, model_outputs, params)")
+        return tr("{name}(outputs, params, full): full is True, False or None, not {type}: "
+                  "in draw_saved_graph's order (losses, model_outputs, params)? Call "
+                  "{name}({outputs}, params) or draw_saved_graph(losses, model_outputs, params)", name=name,
+                  type=type(full).__name__, outputs=_outputs_spelled(outputs))
     return None
 
 
@@ -247,22 +269,23 @@ def draw_saved_graph_mistake(losses: Any, model_outputs: Any, params: Any) -> Op
     spelled = _outputs_spelled(losses)
     modules = _modules_in(model_outputs)
     if modules:
-        right = f"draw_saved_graph({spelled}, params={_by_name(modules)})"
-        return (
-            f"draw_saved_graph(losses, model_outputs, params): model_outputs takes each model's output tensor, but "
-            f"you passed modules ({', '.join(modules)}), in draw_graph's order (outputs, params)? Pass them as "
-            f"params: {right}, or to box the nodes by model: draw_saved_graph({spelled}, "
-            f"{_by_name(modules, '_output')}, {_by_name(modules)})")
+        return tr(
+            "draw_saved_graph(losses, model_outputs, params): model_outputs takes each model's output tensor, but "
+            "you passed modules ({names}), in draw_graph's order (outputs, params)? Pass them as "
+            "params: draw_saved_graph({losses}, params={modules}), or to box the nodes by model: "
+            "draw_saved_graph({losses}, {model_outputs}, {modules})", names=", ".join(modules), losses=spelled,
+            modules=_by_name(modules), model_outputs=_by_name(modules, "_output"))
     if _parameters_only(model_outputs):
-        return (
-            f"draw_saved_graph(losses, model_outputs, params): model_outputs takes each model's output tensor, but "
-            f"you passed parameters: pass them as params: draw_saved_graph({spelled}, params=...)")
+        return tr(
+            "draw_saved_graph(losses, model_outputs, params): model_outputs takes each model's output tensor, but "
+            "you passed parameters: pass them as params: draw_saved_graph({losses}, params=...)", losses=spelled)
     computed = _computed_tensors_in(params)
     if computed and model_outputs is None:
-        return (
-            f"draw_saved_graph(losses, model_outputs, params): params names the parameters, but you passed tensors "
-            f"the graph computed ({', '.join(computed)}): model outputs go second: "
-            f"draw_saved_graph({spelled}, {_by_name(computed, '_output')}, {_by_name(computed)})")
+        return tr(
+            "draw_saved_graph(losses, model_outputs, params): params names the parameters, but you passed tensors "
+            "the graph computed ({names}): model outputs go second: "
+            "draw_saved_graph({losses}, {model_outputs}, {modules})", names=", ".join(computed), losses=spelled,
+            model_outputs=_by_name(computed, "_output"), modules=_by_name(computed))
     return None
 
 
@@ -270,8 +293,9 @@ def _outputs_mistake(name: str, outputs: Any) -> Optional[str]:
     modules = _modules_in(outputs)
     if not modules:
         return None
-    return (f"{name}: the first argument is the graph's outputs (the loss tensors), but you passed modules "
-            f"({', '.join(modules)}): call {name}(loss, {_by_name(modules)}) with the loss computed by them")
+    return tr("{name}: the first argument is the graph's outputs (the loss tensors), but you passed modules "
+              "({names}): call {name}(loss, {modules}) with the loss computed by them", name=name,
+              names=", ".join(modules), modules=_by_name(modules))
 
 
 class GraphPicture:
@@ -294,7 +318,7 @@ class GraphPicture:
     @classmethod
     def refused(cls, mistake: str) -> "GraphPicture":
         """Nothing drawn: the arguments were in the wrong roles; ``mistake`` says so and shows the right call."""
-        return cls(None, f"(not drawn) {mistake}", mistake, mistake=mistake)
+        return cls(None, tr("(not drawn) {mistake}", mistake=mistake), mistake, mistake=mistake)
 
     def svg(self) -> Optional[str]:
         """The picture as SVG at its natural size (lengths in pt), or None when it cannot be drawn here."""
@@ -314,7 +338,7 @@ class GraphPicture:
         return True
 
     def _fallback_note(self) -> str:
-        return self.problem or INSTALL_GRAPHVIZ
+        return self.problem or translated(INSTALL_GRAPHVIZ)
 
     def _plain(self) -> str:
         return f"({self.note})\n{self.text}" if self.note else self.text
@@ -330,10 +354,11 @@ class GraphPicture:
         if svg is not None:
             return {"image/svg+xml": svg, "text/plain": self._plain()}, {"image/svg+xml": {"unconfined": True}}
         if self.mistake is not None:
-            card = card_html("Not drawn: arguments in the wrong roles", pre_html(self.mistake), accent="#c0392b")
+            card = card_html(tr("Not drawn: arguments in the wrong roles"), pre_html(self.mistake), accent="#c0392b")
             return {"text/html": card, "text/plain": self.text}
         body = pre_html(self._plain()) + f"<div>{html.escape(self._fallback_note())}</div>"
-        return {"text/html": card_html("Autograd graph (as text)", body, accent="#7f8c8d"), "text/plain": str(self)}
+        return {"text/html": card_html(tr("Autograd graph (as text)"), body, accent="#7f8c8d"),
+                "text/plain": str(self)}
 
 
 TORCHVIZ_NODE_STYLE = dict(style="filled", shape="box", align="left", fontsize="10", ranksep="0.1", height="0.2",
@@ -405,20 +430,21 @@ def draw_graph(outputs: Any, params: Any = None, full: Optional[bool] = None) ->
     try:
         node_count = len(graph_nodes(read_outputs(outputs).values()))
         if full is False or (full is None and node_count > FULL_DRAWING_MAX_NODES):
-            note = None if full is False else (
-                f"{node_count} autograd nodes: drawn one box per module call. To draw every node: "
-                f"draw_graph(..., full=True), {node_count} boxes that graphviz may take seconds to lay out")
+            note = None if full is False else both(marked(
+                "{count} autograd nodes: drawn one box per module call. To draw every node: "
+                "draw_graph(..., full=True), {count} boxes that graphviz may take seconds to lay out"),
+                count=node_count)
             return _draw_modules(outputs, params, None, None, note)
         text = graph_as_text(outputs, params)
     except Exception as error:  # a graph this tool cannot read: say so rather than stop the lesson
-        return GraphPicture(None, "(no graph)", f"could not read this graph ({type(error).__name__}: {error}).")
-    problem = None if dot_available() else INSTALL_GRAPHVIZ
+        return GraphPicture(None, tr("(no graph)"), _unreadable(error))
+    problem = None if dot_available() else translated(INSTALL_GRAPHVIZ)
     try:
         digraph = graph_digraph(read_outputs(outputs).tensors, read_parameters(params).names_by_id())
     except ImportError:
-        return GraphPicture(None, text, "The graphviz Python package is missing: pip install graphviz")
+        return GraphPicture(None, text, _missing_graphviz())
     except Exception as error:  # a drawing bug must not stop a lesson
-        return GraphPicture(None, text, f"could not draw this graph ({type(error).__name__}: {error}).")
+        return GraphPicture(None, text, _undrawable(error))
     if node_count > FULL_DRAWING_MAX_NODES:  # fewer network-simplex rounds: 3x faster at 870 nodes, a rougher layout
         digraph.graph_attr.update(nslimit="2", nslimit1="2")
     return GraphPicture(digraph, text, problem)
@@ -447,27 +473,29 @@ def draw_module_graph(outputs: Any, params: Any = None, depth: Optional[int] = N
     try:
         return _draw_modules(outputs, params, depth, inside, None)
     except Exception as error:  # a graph this tool cannot read: say so rather than stop the lesson
-        return GraphPicture(None, "(no graph)", f"could not draw this graph ({type(error).__name__}: {error}).")
+        return GraphPicture(None, tr("(no graph)"), _undrawable(error))
 
 
-Annotate = Callable[[Box], Tuple[List[str], Dict[str, str]]]
+# A box's extra lines and graphviz style; its second argument: for the text form (translated) or the picture (English).
+Annotate = Callable[[Box, bool], Tuple[List[str], Dict[str, str]]]
 
 
 def _once_per_box(annotate: Annotate) -> Annotate:
-    """``annotate``, asked once per box (the text and the picture both ask)."""
-    answers: Dict[str, Tuple[List[str], Dict[str, str]]] = {}
+    """``annotate``, asked once per box and form (the text and the picture both ask)."""
+    answers: Dict[Tuple[str, bool], Tuple[List[str], Dict[str, str]]] = {}
 
-    def cached(box: Box) -> Tuple[List[str], Dict[str, str]]:
-        if box.key not in answers:
-            answers[box.key] = annotate(box)
-        return answers[box.key]
+    def cached(box: Box, shown: bool) -> Tuple[List[str], Dict[str, str]]:
+        if (box.key, shown) not in answers:
+            answers[(box.key, shown)] = annotate(box, shown)
+        return answers[(box.key, shown)]
 
     return cached
 
 
 def _draw_modules(outputs: Any, params: Any, depth: Optional[int], inside: Optional[str],
-                  note: Optional[str], annotate: Optional[Annotate] = None) -> GraphPicture:
-    """The module view (or one module's inside); ``annotate(box)`` gives a box's extra lines and graphviz style."""
+                  note: Optional[Note], annotate: Optional[Annotate] = None) -> GraphPicture:
+    """The module view (or one module's inside); ``annotate(box, shown)`` gives a box's extra lines and graphviz
+    style. ``note``: in English for the picture's title, translated beside the picture (``both``)."""
     if annotate is not None:
         annotate = _once_per_box(annotate)
     named_outputs = read_outputs(outputs).tensors
@@ -476,7 +504,9 @@ def _draw_modules(outputs: Any, params: Any, depth: Optional[int], inside: Optio
     calls = module_calls(named_outputs, param_names, depth if inside is None else len(str(inside).split(".")))
     names = sorted({box.name for box in calls.boxes if box.kind == "module"})
     if inside is not None and inside not in names:
-        note = f"no module call named {inside!r} in this graph; boxes at that depth: {', '.join(names) or 'none'}"
+        note = both(marked("no module call named {name} in this graph; boxes at that depth: {names}"),
+                    name=repr(inside), names=", ".join(names) or "none") if names else \
+            both(marked("no module call named {name} in this graph; boxes at that depth: none"), name=repr(inside))
         inside, calls = None, module_calls(named_outputs, param_names, depth)
         names = sorted({box.name for box in calls.boxes if box.kind == "module"})
     text = module_text(calls, types, annotate)
@@ -487,9 +517,10 @@ def _draw_modules(outputs: Any, params: Any, depth: Optional[int], inside: Optio
         example = f'inside="{names[0]}"' if names else "inside=NAME"
         title = (f"one box per module call, depth {calls.depth}: draw_module_graph(..., depth=N) for bigger or "
                  f"smaller boxes, {example} for one box's autograd nodes")
-        make = functools.partial(module_digraph, calls, types, f"{note}\n{title}" if note else title, annotate)
+        make = functools.partial(module_digraph, calls, types, f"{note[0]}\n{title}" if note else title, annotate)
+    shown_note = note[1] if note else None
     try:
         digraph = make()
     except ImportError:
-        return GraphPicture(None, text, "The graphviz Python package is missing: pip install graphviz", note)
-    return GraphPicture(digraph, text, None if dot_available() else INSTALL_GRAPHVIZ, note)
+        return GraphPicture(None, text, _missing_graphviz(), shown_note)
+    return GraphPicture(digraph, text, None if dot_available() else translated(INSTALL_GRAPHVIZ), shown_note)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from helpers.language import marked, tr, translated
 from helpers.tools.module_calls import Box, ModuleCalls
 from helpers.tools.regions import (
     COMPILED,
@@ -26,11 +27,13 @@ from helpers.tools.regions import (
 )
 from helpers.tools.traversal import children
 
-# What the tools know about each kind of region, said in the box under its kind.
+# What the tools know about each kind of region, said in the box under its kind (English in a picture; the text form
+# shows it translated).
 REGION_NOTES = {
-    REENTRANT_CHECKPOINT: "recomputed in the backward;\nthe nodes and parameters inside are not in this graph",
-    NON_REENTRANT_CHECKPOINT: "recomputed in the backward;\nits saved tensors are not read (reading recomputes)",
-    COMPILED: "one compiled node;\nwhat it saved is inside the compiled graph",
+    REENTRANT_CHECKPOINT: marked("recomputed in the backward;\nthe nodes and parameters inside are not in this graph"),
+    NON_REENTRANT_CHECKPOINT: marked(
+        "recomputed in the backward;\nits saved tensors are not read (reading recomputes)"),
+    COMPILED: marked("one compiled node;\nwhat it saved is inside the compiled graph"),
 }
 REGION_STYLE = dict(shape="box", style="filled,rounded,bold,dashed", color="#b35900", fillcolor="#ffe6cc",
                     fontname="monospace", fontsize="10")
@@ -88,8 +91,9 @@ def region_boxes(nodes: Sequence[Any]) -> Dict[int, RegionBox]:
     return found
 
 
-# A box's extra lines (e.g. its saved tensors' states) and graphviz attributes that override its style.
-Annotate = Callable[[Box], Tuple[List[str], Dict[str, str]]]
+# A box's extra lines (e.g. its saved tensors' states) and graphviz attributes that override its style; its second
+# argument: True for the text form (translated), False for the picture (English).
+Annotate = Callable[[Box, bool], Tuple[List[str], Dict[str, str]]]
 
 MIN_FONT_PT = 9
 FONT = dict(fontname="monospace", fontsize="10")
@@ -100,21 +104,34 @@ PARAMETER_FILL = "lightblue"
 GRAPH_STYLE = dict(ranksep="0.3", nodesep="0.25", labelloc="t", labeljust="l", fontsize="10", fontname="monospace")
 
 
-def box_title(box: Box, types: Mapping[str, str]) -> str:
-    """``G.main.3 (ConvTranspose2d), call 2 of 3``; an op run's names; ``leaf [3, 4]``; a region's kind."""
+def _note(kind: str, shown: bool) -> str:
+    return translated(REGION_NOTES[kind]) if shown else REGION_NOTES[kind]
+
+
+def box_title(box: Box, types: Mapping[str, str], shown: bool = False) -> str:
+    """``G.main.3 (ConvTranspose2d), call 2 of 3``; an op run's names; ``leaf [3, 4]``; a region's kind.
+    English for a picture; ``shown``: translated, for the text form."""
     if box.kind == "region":
-        return f"{box.name}: " + REGION_NOTES[box.name].replace("\n", " ")
+        return f"{box.name}: " + _note(box.name, shown).replace("\n", " ")
     if box.kind != "module":
         return box.name
     title = f"{box.name} ({types[box.name]})" if box.name in types else box.name
-    return title + (f", call {box.call} of {box.calls}" if box.calls > 1 else "")
+    if box.calls <= 1:
+        return title
+    if shown:
+        return tr("{module}, call {call} of {calls}", module=title, call=box.call, calls=box.calls)
+    return f"{title}, call {box.call} of {box.calls}"
 
 
-def _region_lines(box: Box) -> List[str]:
-    """What a box says about the opaque regions in it: the parameters a region node reads, a checkpoint's nodes."""
+def _region_lines(box: Box, shown: bool = False) -> List[str]:
+    """What a box says about the opaque regions in it: the parameters a region node reads, a checkpoint's nodes.
+    English for a picture; ``shown``: translated, for the text form."""
     if box.kind == "region":
-        return [f"reads the parameters of {', '.join(box.reads)}"] if box.reads else []
-    return [f"{kind}: " + REGION_NOTES[kind].replace("\n", " ") for kind in box.regions]
+        if not box.reads:
+            return []
+        reads = ", ".join(box.reads)
+        return [tr("reads the parameters of {modules}", modules=reads) if shown else f"reads the parameters of {reads}"]
+    return [f"{kind}: " + _note(kind, shown).replace("\n", " ") for kind in box.regions]
 
 
 def module_text(calls: ModuleCalls, types: Mapping[str, str], annotate: Optional[Annotate] = None) -> str:
@@ -125,12 +142,14 @@ def module_text(calls: ModuleCalls, types: Mapping[str, str], annotate: Optional
         fed_by[target].append(f"[{numbers[source]}]")
     lines = []
     for box in calls.boxes:
-        ends = f"  (output {', '.join(box.outputs)})" if box.outputs and box.kind == "module" else ""
+        ends = "  (" + tr("output {name}", name=", ".join(box.outputs)) + ")" \
+            if box.outputs and box.kind == "module" else ""
         feeds = f"  <- {', '.join(fed_by[box.key])}" if fed_by[box.key] else ""
-        lines.append(f"[{numbers[box.key]}] {box_title(box, types)}, {len(box.nodes)} node(s){ends}{feeds}")
-        extra = _region_lines(box) + (annotate(box)[0] if annotate is not None else [])
+        title = tr("{box}, {count} node(s)", box=box_title(box, types, shown=True), count=len(box.nodes))
+        lines.append(f"[{numbers[box.key]}] {title}{ends}{feeds}")
+        extra = _region_lines(box, shown=True) + (annotate(box, True)[0] if annotate is not None else [])
         lines += [f"      {line}" for line in extra]
-    return "\n".join(lines) if lines else "(no graph: these tensors have no grad_fn)"
+    return "\n".join(lines) if lines else tr("(no graph: these tensors have no grad_fn)")
 
 
 def _fill(name: str, models: List[str]) -> str:
@@ -149,7 +168,7 @@ def module_digraph(calls: ModuleCalls, types: Mapping[str, str], title: Optional
     digraph = graphviz.Digraph(graph_attr=dict(GRAPH_STYLE, label=title or ""), node_attr=FONT, edge_attr=FONT)
     models: List[str] = []
     for box in calls.boxes:
-        extra, style = annotate(box) if annotate is not None else ([], {})
+        extra, style = annotate(box, False) if annotate is not None else ([], {})
         lines = "".join(f"\n{line}" for line in _region_lines(box) + extra)
         marked = dict(style="filled,bold,dashed", color=REGION_STYLE["color"]) if box.regions else {}
         if box.kind == "region":

@@ -13,12 +13,16 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import torch
 
+from helpers.language import marked, tr, translated
 from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.graph import (
     FULL_DRAWING_MAX_NODES,
     INSTALL_GRAPHVIZ,
     GraphPicture,
     _draw_modules,
+    _missing_graphviz,
+    _undrawable,
+    both,
     dot_available,
     draw_saved_graph_mistake,
     graph_as_text,
@@ -48,14 +52,26 @@ def _losses_of(nodes: Sequence[Any], losses: Mapping[str, torch.Tensor]) -> Dict
     return {id(node): [name for name, members in subgraphs.items() if id(node) in members] for node in nodes}
 
 
-def _saved_label(saved: SavedTensor) -> str:
+def _saved_label(saved: SavedTensor, shown: bool = False) -> str:
+    """A saved tensor's lines: English in a picture; ``shown``: its state translated, for the text form."""
     lines = [saved.attribute]
     if saved.shape is not None:
         lines[0] += f" {list(saved.shape)}"
     if saved.parameter:
         lines.append(saved.parameter)
-    lines.append(saved.state_label)
+    lines.append(saved.shown_state_label if shown else saved.state_label)
     return "\n".join(lines)
+
+
+def _state_count(state: State, count: int) -> str:
+    """``2 alive``, translated (for the text form)."""
+    if state is State.ALIVE:
+        return tr("{count} alive", count=count)
+    if state is State.FREED:
+        return tr("{count} freed", count=count)
+    if state is State.STALE:
+        return tr("{count} stale", count=count)
+    return tr("{count} unseen", count=count)
 
 
 def _loss_fill(losses: List[str], loss_names: List[str]) -> str:
@@ -123,7 +139,7 @@ def draw_saved_graph(
         return _draw_saved_graph(named_losses, read_outputs(model_outputs).tensors
                                  if model_outputs is not None else {}, read_parameters(params).tensors, show_saved)
     except Exception as error:  # a graph this tool cannot read: say so rather than stop the lesson
-        return GraphPicture(None, "(no graph)", f"could not draw this graph ({type(error).__name__}: {error}).")
+        return GraphPicture(None, tr("(no graph)"), _undrawable(error))
 
 
 def _readable_saved(node: Any, params: Mapping[str, torch.Tensor], names: Mapping[int, str]) -> List[SavedTensor]:
@@ -137,23 +153,30 @@ def _draw_saved_modules(losses: Dict[str, torch.Tensor], params: Any, show_saved
     named = read_parameters(params).tensors
     names = {id(tensor): name for name, tensor in named.items()}
 
-    def annotate(box: Box) -> Tuple[List[str], Dict[str, str]]:
+    def annotate(box: Box, shown: bool) -> Tuple[List[str], Dict[str, str]]:
+        """English lines for the picture; ``shown``: translated, for the text form."""
         if not show_saved:
             return [], {}
         saved = [entry for node in box.nodes for entry in _readable_saved(node, named, names)]
         if not saved:
             return [], {}
         counts = {state: sum(1 for entry in saved if entry.state is state) for state in State}
-        line = "saved: " + ", ".join(f"{count} {state.value}" for state, count in counts.items() if count)
-        stale = [f"{entry.parameter or entry.where} {entry.state_label}"
+        if shown:
+            line = tr("saved: {counts}", counts=", ".join(
+                _state_count(state, count) for state, count in counts.items() if count))
+        else:
+            line = "saved: " + ", ".join(f"{count} {state.value}" for state, count in counts.items() if count)
+        stale = [f"{entry.parameter or entry.where} {entry.shown_state_label if shown else entry.state_label}"
                  for entry in saved if entry.state is State.STALE]
-        lines = [line] + [f"  {text}" for text in stale[:3]] + (
-            [f"  +{len(stale) - 3} more stale"] if len(stale) > 3 else [])
+        more = len(stale) - 3
+        more_line = tr("+{count} more stale", count=more) if shown else f"+{more} more stale"
+        lines = [line] + [f"  {text}" for text in stale[:3]] + ([f"  {more_line}"] if more > 0 else [])
         return lines, (dict(color=SAVED_STYLES[State.STALE]["color"], penwidth="3") if stale else {})
 
-    note = None if full is False else (
-        f"{node_count} autograd nodes: drawn one box per module call, with its saved tensors counted. To draw every "
-        f"node: draw_saved_graph(..., full=True), {node_count} boxes that graphviz may take seconds to lay out")
+    note = None if full is False else both(marked(
+        "{count} autograd nodes: drawn one box per module call, with its saved tensors counted. To draw every "
+        "node: draw_saved_graph(..., full=True), {count} boxes that graphviz may take seconds to lay out"),
+        count=node_count)
     return _draw_modules(losses, params, None, None, note, annotate)
 
 
@@ -168,12 +191,13 @@ def _draw_saved_graph(losses: Dict[str, torch.Tensor], model_outputs: Dict[str, 
     tags = {id(n): model_of.get(id(n)) or " & ".join(losses_of[id(n)]) or "?" for n in nodes}
     text = graph_as_text(
         losses, params, tag=lambda node: tags[id(node)],
-        notes=lambda node: [f"saved {_saved_label(s).replace(chr(10), ', ')}" for s in saved_by_node.get(id(node), [])],
+        notes=lambda node: [tr("saved {tensor}", tensor=_saved_label(s, shown=True).replace(chr(10), ", "))
+                            for s in saved_by_node.get(id(node), [])],
     )
     try:
         import graphviz
     except ImportError:
-        return GraphPicture(None, text, "The graphviz Python package is missing: pip install graphviz")
+        return GraphPicture(None, text, _missing_graphviz())
 
     digraph = graphviz.Digraph(node_attr=NODE_STYLE, graph_attr=dict(size="9.5,12", ranksep="0.15"))
     clusters = {name: graphviz.Digraph(name=f"cluster_{name}") for name in model_outputs}
@@ -217,4 +241,4 @@ def _draw_saved_graph(losses: Dict[str, torch.Tensor], model_outputs: Dict[str, 
         digraph.subgraph(cluster)
     unseen = any(saved.state is State.UNSEEN for entries in saved_by_node.values() for saved in entries)
     _add_legend(digraph, list(model_outputs), loss_names, bool(regions), unseen)
-    return GraphPicture(digraph, text, None if dot_available() else INSTALL_GRAPHVIZ)
+    return GraphPicture(digraph, text, None if dot_available() else translated(INSTALL_GRAPHVIZ))

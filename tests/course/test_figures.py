@@ -25,6 +25,7 @@ from PIL import Image, ImageDraw
 from torch import nn
 
 from authoring.figures import build, facts
+from authoring.translation import figure_words
 from authoring.figures.compare import png_difference
 from authoring.figures.drawing import RC
 from authoring.figures.palette import MIN_GREY_STEP, OKABE_ITO, STYLES, WHITE, grey_level
@@ -41,6 +42,29 @@ from tests.paths import ROOT
 
 def test_the_shipped_images_are_what_the_code_draws() -> None:
     assert build.problems() == [], "run: python -m authoring.figures"
+
+
+def test_the_chinese_figures_write_every_text_of_the_catalog_with_glyphs_for_each_character() -> None:
+    """The Chinese drawings exist for every figure, write the catalog's Chinese, and every character of every text
+    they write has a glyph in its fonts (the Chinese ones from a font for Chinese): no boxes."""
+    from authoring.figures import drawing
+
+    words = build.translations()[figure_words.LANGUAGE]
+    chinese = {text for text in words.values() if re.search(r"[\u4e00-\u9fff]", text)}
+    assert len(chinese) >= 20
+    for name, draw in build.DRAWINGS.items():
+        assert figures.figure_path(name, "png", figure_words.LANGUAGE).exists(), name
+        assert drawing.missing_glyphs(draw, words) == [], name
+    written = set(itertools.chain.from_iterable(drawing.written(draw) for draw in build.DRAWINGS.values()))
+    assert chinese - {words.get(text, "") for text in written} == set(), "a translation no figure writes"
+
+
+def test_the_glyph_check_sees_boxes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from authoring.figures import drawing
+
+    monkeypatch.setattr(drawing, "cjk_font", lambda: "DejaVu Sans")  # no font for Chinese
+    found = drawing.missing_glyphs(build.DRAWINGS["step_timeline"], {"time": "时间"})
+    assert found == ["'时间': no glyph for 时间"]
 
 
 def test_images_from_another_matplotlib_release_are_reported_not_compared(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ In a markdown cell, as an attachment the notebook carries (``nbformat``: the cel
     cell["source"] = markdown_image("step_timeline")   # ![alt text](attachment:step_timeline.png)
 
 The images (PNG for screens, SVG for print) are drawn by ``python -m authoring.figures``; this module only reads
-them, so it needs no matplotlib.
+them, so it needs no matplotlib. Each translated set lies in ``images/<language>/`` (``zh_CN``: Chinese labels, drawn
+with a font for Chinese, so a learner needs none); ``language=""`` is English.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import base64
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
+
+from helpers.language import chosen_language
 
 IMAGES = Path(__file__).resolve().parent / "images"
 DISPLAY_WIDTH = 800  # pixels a figure takes in a notebook; the PNG has more, for sharp screens and print
@@ -49,11 +52,12 @@ def _known(name: str) -> str:
     return name
 
 
-def figure_path(name: str, kind: str = "png") -> Path:
-    """The file of figure ``name``: ``kind`` "png" (screens, notebooks) or "svg" (print)."""
+def figure_path(name: str, kind: str = "png", language: str = "") -> Path:
+    """The file of figure ``name``: ``kind`` "png" (screens, notebooks) or "svg" (print), in ``language`` ("" for
+    English)."""
     if kind not in ("png", "svg"):
         raise ValueError(f"kind must be 'png' or 'svg', not {kind!r}")
-    return IMAGES / f"{_known(name)}.{kind}"
+    return (IMAGES / language if language else IMAGES) / f"{_known(name)}.{kind}"
 
 
 @dataclass(frozen=True)
@@ -76,8 +80,10 @@ class FigureImage:
 
 
 def show_figure(name: str, width: Optional[int] = DISPLAY_WIDTH) -> FigureImage:
-    """Figure ``name``, to show as a code cell's result; ``width`` in pixels (None: the PNG's own)."""
-    return FigureImage(name, FIGURES[_known(name)], figure_path(name).read_bytes(), width)
+    """Figure ``name``, to show as a code cell's result, in the helpers' language where it is drawn in it (else
+    English); ``width`` in pixels (None: the PNG's own)."""
+    path = figure_path(name, language=chosen_language())
+    return FigureImage(name, FIGURES[_known(name)], (path if path.exists() else figure_path(name)).read_bytes(), width)
 
 
 def attachment_name(name: str) -> str:
@@ -85,14 +91,14 @@ def attachment_name(name: str) -> str:
     return f"{_known(name)}.png"
 
 
-def attachment(name: str) -> Dict[str, str]:
-    """Figure ``name`` as one cell attachment's bundle: ``{"image/png": <base64 of the PNG>}``."""
-    return {"image/png": base64.b64encode(figure_path(name).read_bytes()).decode("ascii")}
+def attachment(name: str, language: str = "") -> Dict[str, str]:
+    """Figure ``name`` in ``language`` as one cell attachment's bundle: ``{"image/png": <base64 of the PNG>}``."""
+    return {"image/png": base64.b64encode(figure_path(name, language=language).read_bytes()).decode("ascii")}
 
 
-def attachments(*names: str) -> Dict[str, Dict[str, str]]:
-    """A markdown cell's ``attachments`` holding the figures ``names``."""
-    return {attachment_name(name): attachment(name) for name in names}
+def attachments(*names: str, language: str = "") -> Dict[str, Dict[str, str]]:
+    """A markdown cell's ``attachments`` holding the figures ``names``, in ``language``."""
+    return {attachment_name(name): attachment(name, language) for name in names}
 
 
 def markdown_image(name: str) -> str:

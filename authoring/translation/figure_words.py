@@ -1,0 +1,67 @@
+"""The words of the conceptual figures in Chinese: ``i18n/zh_CN/figures.po``.
+
+Its entries are the texts the English drawings write (``authoring.figures.drawing.written``) that hold words, not
+only code or numbers; ``msgid`` is the English text, line breaks included. A text may stay as it is in Chinese: code,
+a PyTorch message's words. ``python -m authoring.generate --update-catalogs`` keeps the catalog in step the way it
+does the helpers' messages; ``python -m authoring.figures`` draws the Chinese figures from its current entries.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import polib
+
+from authoring.translation.catalog import Catalog, chinese
+from authoring.translation.messages import Messages, merged, problems
+
+CATALOG = Path("i18n") / "zh_CN" / "figures.po"
+LANGUAGE = "zh_CN"
+_CODE = re.compile(r"\S*[.()=_\[\]]\S*")
+
+
+def has_words(text: str) -> bool:
+    """True for a text with a word of three letters or more outside its code (``L2.backward()``, ``v1``: no)."""
+    return bool(re.search(r"[A-Za-z]{3,}", _CODE.sub(" ", text)))
+
+
+def english_texts() -> Messages:
+    """Each text with words that the English figures write, with the figure that writes it."""
+    from authoring.figures.build import DRAWINGS
+    from authoring.figures.drawing import written
+
+    found: Messages = {}
+    for name, draw in DRAWINGS.items():
+        for text in written(draw):
+            if has_words(text) and f"authoring/figures:{name}" not in found.get(text, []):
+                found.setdefault(text, []).append(f"authoring/figures:{name}")
+    return found
+
+
+def load_catalog(root: Path) -> Optional[Catalog]:
+    """The figures' Chinese catalog; None when there is none."""
+    path = root / CATALOG
+    return polib.pofile(str(path), wrapwidth=0, encoding="utf-8") if path.exists() else None
+
+
+def words(root: Path) -> Dict[str, str]:
+    """English -> Chinese for every current entry."""
+    catalog = load_catalog(root)
+    return {} if catalog is None else {entry.msgid: chinese(entry) for entry in catalog
+                                       if entry.translated() and chinese(entry)}
+
+
+def updated_text(root: Path) -> Optional[str]:
+    """The catalog brought in step with the English figures, as PO text; None without a catalog."""
+    catalog = load_catalog(root)
+    if catalog is None:
+        return None
+    text = str(merged(catalog, english_texts()))
+    return text if text.endswith("\n") else text + "\n"
+
+
+def catalog_problems(root: Path) -> List[str]:
+    """Each text of the English figures without a current Chinese entry (nothing without a catalog)."""
+    catalog = load_catalog(root)
+    return [] if catalog is None else problems(catalog, english_texts(), CATALOG.as_posix(), copies_allowed=True)
