@@ -55,6 +55,11 @@ def tr(message: str, /, **values: object) -> str:
     return text.format(**values) if values else text
 
 
+def space() -> str:
+    """What goes between two sentences in the chosen language: a space in English, nothing in Chinese."""
+    return "" if chosen_language().startswith("zh") else " "
+
+
 def marked(message: str) -> str:
     """``message`` unchanged: marks a constant for the catalog, to be shown with ``translated``."""
     return message

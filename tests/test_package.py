@@ -59,7 +59,7 @@ def test_the_wheel_holds_the_helpers_and_their_data_and_nothing_else(wheel: Path
     top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top_level == {"helpers"}, top_level
     assert "helpers/course/exercises/solutions.json" in names
-    images = {path.relative_to(ROOT).as_posix() for path in FIGURE_IMAGES.iterdir()}
+    images = {path.relative_to(ROOT).as_posix() for path in FIGURE_IMAGES.rglob("*") if path.is_file()}
     assert len(images) >= 6 and images <= set(names), f"figures missing from the wheel: {sorted(images - set(names))}"
     sources = {path.relative_to(ROOT).as_posix() for path in (ROOT / "helpers").rglob("*.py")}
     assert sources <= set(names), f"missing from the wheel: {sorted(sources - set(names))}"

@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import matplotlib
-from matplotlib.figure import Figure
 
-from authoring.figures import backward_visits, step_timeline, who_trains_whom
 from authoring.figures.compare import png_difference, same_minor_release, svg_difference, svg_drawn_by
 from authoring.figures.drawing import render
+from authoring.figures.drawings import DRAWINGS
 from authoring.translation import figure_words
 from helpers.course.figures import FIGURES, IMAGES
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: where i18n/ is
 
-DRAWINGS: Dict[str, Callable[[], Figure]] = {
-    "step_timeline": step_timeline.draw,
-    "backward_visits": backward_visits.draw,
-    "who_trains_whom": who_trains_whom.draw,
-}
 KINDS = ("png", "svg")
 
 

@@ -28,8 +28,8 @@ def has_words(text: str) -> bool:
 
 def english_texts() -> Messages:
     """Each text with words that the English figures write, with the figure that writes it."""
-    from authoring.figures.build import DRAWINGS
     from authoring.figures.drawing import written
+    from authoring.figures.drawings import DRAWINGS
 
     found: Messages = {}
     for name, draw in DRAWINGS.items():

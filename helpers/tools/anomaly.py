@@ -36,7 +36,7 @@ class ForwardTrace:
         return translated(self.full) if self.full == _NO_STACK_FULL else self.full
 
     def __str__(self) -> str:
-        lines = [tr("Backward failed in {node}, created in the forward pass at:", node=self.node)]
+        lines = [tr("Backward fails in {node}, created in the forward pass at:", node=self.node)]
         found = [f"  {line}" for line in self.learner_lines] or [
             "  " + tr("(no line of your own code: {details})", details=self._full_shown())
             if self.full.startswith(NO_STACK) else "  " + tr("(no line of your own code in the trace)")]
@@ -52,7 +52,7 @@ class ForwardTrace:
                              accent="#8e44ad")
         summary = tr("Anomaly mode's full report")
         body += f"<details><summary>{summary}</summary>{pre_html(self.full)}</details>"
-        return card_html(tr("Backward failed in {node}, created in the forward pass at", node=self.node), body,
+        return card_html(tr("Backward fails in {node}, created in the forward pass at", node=self.node), body,
                          accent="#8e44ad")
 
 

@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from helpers.language import marked
+from helpers.language import marked, translated
 
 
 @dataclass(frozen=True)
@@ -382,4 +382,4 @@ def short_description(exc: BaseException) -> str:
     label = f"{type(exc).__name__}: {first_line}" if first_line else type(exc).__name__
     if kind is None:
         return label
-    return f"{kind.title} ({label})"
+    return f"{translated(kind.title)} ({label})"

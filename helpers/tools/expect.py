@@ -97,7 +97,7 @@ class ErrorReport:
         lines = [self._title(), "", f"{type(self.error).__name__}: {self.message}"]
         if self.raising_line:
             lines += ["", tr("Raised by {line}", line=self.raising_line)]
-        lines += [f"  {label}: {value}" for label, value in self._detail_rows()]
+        lines += ["  " + tr("{label}: {value}", label=label, value=value) for label, value in self._detail_rows()]
         if self.kind:
             lines += ["", translated(self.kind.explanation)]
             lines += [tr("Covered in notebook {notebook}.", notebook=self.kind.notebook)] if self.kind.notebook else []

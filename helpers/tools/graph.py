@@ -346,6 +346,8 @@ class GraphPicture:
     def __str__(self) -> str:
         if self.mistake is not None:
             return self.text
+        if self.problem is None and dot_available():  # the picture can be drawn: no note that says otherwise
+            return self._plain()
         return f"{self._plain()}\n\n({self._fallback_note()})"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:

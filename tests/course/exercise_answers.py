@@ -1083,7 +1083,7 @@ WRONG_ANSWERS = {
         (step_without_retain_graph, "raised Error 1"),
         (step_swapping_loss_arguments, "asymmetric losses"),
         (step_zero_grad_after_backward, "zero_grad() before the backward passes"),
-        (step_with_half_the_loss, "0.5 times too large"),
+        (step_with_half_the_loss, "0.5 times the reference's"),
         (step_disabling_grad, "raised RuntimeError: oops"),
         (_STATEFUL_STEP, "the gradient of the previous batch"),
         (step_with_its_own_optimizers, "an optimizer of your own"),

@@ -48,7 +48,8 @@ class HintText:
 
     def __str__(self) -> str:
         lines = [tr("Hints for {exercise}:", exercise=self.exercise_id)]
-        lines += [f"{i}. {translated(name)}: {text}" for i, (name, text) in enumerate(self.levels[: self.shown], 1)]
+        lines += [tr("{number}. {name}: {text}", number=i, name=translated(name), text=text)
+                  for i, (name, text) in enumerate(self.levels[: self.shown], 1)]
         if self.shown < len(self.levels):
             lines.append(tr('(more: exercises.hint("{exercise}", level={level}))', exercise=self.exercise_id,
                             level=self.shown + 1))

@@ -128,12 +128,12 @@ def _diagnose(model: str, recorded: Grads, parts: Dict[str, List[torch.Tensor]],
                         tr("L_both never reached {model}: the joint loss trains both models, do not restrict or "
                            "detach it", model=model))
     if abs(weights[own] - 1) > 1e-3 and abs(weights[own] - weights["L_both"]) < 1e-3:
-        problems.append(tr("everything is {factor} times too large: did you scale a loss, or average?",
+        problems.append(tr("everything is {factor} times the reference's (a loss scaled, or averaged instead of summed)",
                            factor=f"{weights[own]:.3g}"))
     elif abs(weights[own] - 1) > 1e-3:
         problems.append(tr("{own} should reach {model} exactly once", own=own, model=model))
     return tr("{model} was stepped with {got}, but should get 1 x {own} + 1 x L_both. {problems}.", model=model,
-              got=got, own=own, problems="; ".join(problems))
+              got=got, own=own, problems=tr("; ").join(problems))
 
 
 def _check_run(step_function: Callable[..., Any], losses: Losses, kind1: str, kind2: str) -> Optional[str]:

@@ -44,7 +44,7 @@ from helpers.course.lesson06_bug_clinic.actor_critic import (
     part_of,
 )
 from helpers.course.lesson06_bug_clinic.actor_critic_contract import CONTRACT
-from helpers.language import marked, tr, translated
+from helpers.language import marked, space, tr, translated
 
 EXERCISE_ID = "actor_critic_step"
 STEPS = 3
@@ -326,7 +326,7 @@ def _run_session(step_function: Callable[..., Any], session: Session) -> Optiona
                 text = tr("{where}, {optimizer} was stepped {count} times: each of the three optimizers steps "
                           "exactly once per update, after the backward.", where=where,
                           optimizer=OPTIMIZER_NAMES[part], count=len(calls[part]))
-                return text + (" " + tr("The trunk is shared by both heads: it still takes one step, with the "
+                return text + (space() + tr("The trunk is shared by both heads: it still takes one step, with the "
                                         "gradient of the whole loss.") if part == "trunk" else "")
         change = step_watch.changed(before, inputs, {"the model": model}, named_optimizers)
         if change is not None:

@@ -40,7 +40,7 @@ from helpers.course.lesson07_bug_clinic_continued.distillation import (
     soft_loss,
 )
 from helpers.course.lesson07_bug_clinic_continued.distillation_contract import CONTRACT
-from helpers.language import marked, tr, translated
+from helpers.language import marked, space, tr, translated
 from helpers.tools.gradients import gradients_of
 
 EXERCISE_ID = "online_distill_step"
@@ -162,7 +162,7 @@ def _coefficient_problem(a: float, b: float, temperature: float, alpha: float) -
         known = {  # the factor -> the whole diagnosis
             1 / temperature ** 2: tr(
                 "The soft term's gradient is {ratio} times the right one = 1/T^2 (T = {temperature}): the T^2 factor "
-                "is missing. Dividing the logits by T shrinks the soft term's gradient by 1/T^2; multiply the KL by "
+                "is missing. Dividing the logits by T shrinks the soft term's gradient by about 1/T^2; multiply the KL by "
                 "T * T to undo it. {got}", ratio=ratio, temperature=f"{temperature:g}", got=got),
             1 / temperature: tr("The soft term's gradient is {ratio} times the right one = 1/T: the KL was multiplied "
                                 "by T instead of T^2 = T * T. {got}", ratio=ratio, got=got),
@@ -262,7 +262,7 @@ def _empty(grads: List[Optional[torch.Tensor]]) -> bool:
 
 def _with_carry_over(problem: str, carry_over: bool) -> str:
     """``problem``, followed by the carry-over hint when earlier steps were right."""
-    return f"{problem} {translated(CARRY_OVER)}" if carry_over else problem
+    return problem + space() + translated(CARRY_OVER) if carry_over else problem
 
 
 def _teacher_problem(recorded: List[Optional[torch.Tensor]], reference: _Reference,

@@ -41,7 +41,7 @@ from helpers.course.lesson07_bug_clinic_continued.inplace_activation import (
     task_losses,
 )
 from helpers.course.lesson07_bug_clinic_continued.inplace_activation_contract import CONTRACT
-from helpers.language import marked, tr, translated
+from helpers.language import marked, space, tr, translated
 from helpers.tools.errors import KINDS, parse_version_error, short_description
 
 EXERCISE_ID = "fixed_forward"
@@ -96,7 +96,7 @@ def _output_problem(outputs: Any, models: Tuple[nn.Module, ...], x: torch.Tensor
             gap = max_difference(logits, right_logits)
             return (tr("Your logits differ from cls_head(encoder(x)) by up to {gap}. Keep the computation the same; "
                        "only the in-place steps must change.", gap=f"{gap:.3g}") +
-                    (f" {translated(CARRY_OVER)}" if earlier_right else ""))
+                    (space() + translated(CARRY_OVER) if earlier_right else ""))
         if not close(value, right_value):
             known = (
                 (reg_head.out(h + fc_h), tr("Your value has no ReLU: the block is out(relu(h + fc(h))). Keep the "
@@ -114,7 +114,7 @@ def _output_problem(outputs: Any, models: Tuple[nn.Module, ...], x: torch.Tensor
                     return message
             return (tr("Your value differs from reg_head's output, out(relu(h + fc(h))), by up to {gap}. Keep the "
                        "computation the same.", gap=f"{max_difference(value, right_value):.3g}") +
-                    (f" {translated(CARRY_OVER)}" if earlier_right else ""))
+                    (space() + translated(CARRY_OVER) if earlier_right else ""))
     return None
 
 
@@ -130,7 +130,7 @@ def _backward_problem(error: Exception) -> str:
                   "computation out of place: h + reg_head.fc(h), then torch.relu, then reg_head.out.",
                   error=short_description(error))
         if details is not None and details.op == "Addmm":
-            text += " " + tr("The message calls the tensor the output of Addmm (the encoder's last Linear), not of "
+            text += space() + tr("The message calls the tensor the output of Addmm (the encoder's last Linear), not of "
                              "Add or Relu: the in-place ops ran outside autograd's record (on h.detach()), and such a "
                              "tensor shares h's memory and version counter, so the change is still caught.")
         return text
@@ -178,8 +178,8 @@ def _gradient_problem(recorded: Dict[str, Optional[torch.Tensor]], expected: Dic
                                 "backward, or scale an output?", names=", ".join(rest), factor=f"{factor:.3g}"))
         else:
             sentences.append(tr("{names} got a gradient that differs from the gradient of l_cls + l_reg.",
-                                names=", ".join(rest)) + (f" {translated(CARRY_OVER)}" if earlier_right else ""))
-    return " ".join(sentences)
+                                names=", ".join(rest)) + (space() + translated(CARRY_OVER) if earlier_right else ""))
+    return space().join(sentences)
 
 
 def _side_effects(models: Tuple[nn.Module, ...], weights: List[torch.Tensor],

@@ -33,7 +33,7 @@ from helpers.course.lesson07_bug_clinic_continued.multitask import (
     relative_error,
 )
 from helpers.course.lesson07_bug_clinic_continued.multitask_contract import CONTRACT
-from helpers.language import marked, tr, translated
+from helpers.language import marked, space, tr, translated
 
 EXERCISE_ID = "multitask_step"
 STEPS = 3
@@ -155,7 +155,7 @@ def _diagnose_trunk(recorded: Records, now: Dict[str, Grads], moved_heads: Dict[
     return (tr("The trunk's gradient differs from the gradient of weight_a * loss_a + weight_b * loss_b at the "
                "weights the step started from (relative error {error}). Compute both losses from one forward pass, "
                "and run every backward before any step.", error=f"{relative_error(recorded, now['want:trunk']):.1%}")
-            + (f" {translated(CARRY_OVER)}" if earlier_right else ""))
+            + (space() + translated(CARRY_OVER) if earlier_right else ""))
 
 
 def _diagnose_head(part: str, recorded: Records, now: Dict[str, Grads], moved: Dict[str, Grads],
@@ -184,7 +184,7 @@ def _diagnose_head(part: str, recorded: Records, now: Dict[str, Grads], moved: D
         return (tr("{Head}'s gradient differs from {weight_name} x the gradient of {loss} at the weights the step "
                    "started from (relative error {error}).", Head=Head, weight_name=weight_name, loss=loss,
                    error=f"{relative_error(recorded, wanted):.1%}")
-                + (f" {translated(CARRY_OVER)}" if earlier_right else ""))
+                + (space() + translated(CARRY_OVER) if earlier_right else ""))
     got = tr("{Head} was stepped with {factor} x the gradient of {loss}; it should be {weight_name} = {own} x.",
              Head=Head, factor=f"{factor:.3g}", loss=loss, weight_name=weight_name, own=f"{own:g}")
     if _near(factor, 1.0):
