@@ -189,7 +189,8 @@ KINDS: dict[str, ErrorKind] = {
             title=marked("backward() on something that is not a tensor"),
             exception_type=Exception,
             pattern=re.compile(r"has no attribute 'backward'"),
-            explanation=marked("Only a tensor computed with grad on has a backward(): check what your loss function returns."),
+            explanation=marked("Only a tensor computed with grad on has a backward(): check what your loss function "
+                               "returns."),
         ),
         # Errors of the call's other arguments: gradient= / grad_outputs= and the keywords of the other call.
         ErrorKind(

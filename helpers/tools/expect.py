@@ -115,8 +115,8 @@ class ErrorReport:
             parts.append(table_html([(html.escape(k), f"<code>{html.escape(v)}</code>") for k, v in rows]))
         if self.kind:
             explanation = "<br>".join(html.escape(line) for line in translated(self.kind.explanation).splitlines())
-            covered = ("<br>" + tr("Covered in notebook {notebook}.", notebook=f"<b>{html.escape(self.kind.notebook)}</b>")
-                       if self.kind.notebook else "")
+            notebook = f"<b>{html.escape(self.kind.notebook or '')}</b>"
+            covered = "<br>" + tr("Covered in notebook {notebook}.", notebook=notebook) if self.kind.notebook else ""
             parts.append(f"<div style='margin-top:4px'>{explanation}{covered}</div>")
         parts.append(f"<details><summary>{html.escape(tr('Full traceback'))}</summary>"
                      f"{pre_html(self.full_traceback())}</details>")
@@ -162,7 +162,9 @@ class expect_error:  # noqa: N801 - used like a statement: ``with expect_error("
         if self.kind is not None:
             return f"{translated(self.kind.title)} [{self.kind.name}]"
         text = self.exception_type.__name__
-        return tr("{error} matching {pattern}", error=text, pattern=repr(self.pattern.pattern)) if self.pattern else text
+        if not self.pattern:
+            return text
+        return tr("{error} matching {pattern}", error=text, pattern=repr(self.pattern.pattern))
 
     def _matches(self, exc: BaseException) -> bool:
         """True when ``exc``, or an error it was raised from, is the expected one."""

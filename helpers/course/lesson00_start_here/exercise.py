@@ -109,7 +109,8 @@ def _state_problem(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor
                   "though its values came out the same. A caller whose graph saved that weight would then hit error 2 "
                   "in its next backward: compute the gradient without writing into any parameter.",
                   name=name, old=old, new=new)
-    problem = settings_change(global_settings) or changed(before, {"x": x, "target": target}, {"the model": model}, {})
+    problem = settings_change(global_settings) or changed(before, {"x": x, "target": target},
+                                                          {marked("the model"): model}, {})
     if problem is not None:
         return tr("Your function {problem}.", problem=problem)
     problem = grad_change(_parameter_names(model), list(model.parameters()), grads)
@@ -148,7 +149,7 @@ def check_head_weight_grad(head_weight_grad: Callable[..., Any]) -> CheckResult:
             list(model.parameters()))
         weights = [p.detach().clone() for p in model.parameters()]
         versions = [p._version for p in model.parameters()]
-        before, global_settings = snapshot({"x": x, "target": target}, {"the model": model}, {}), settings()
+        before, global_settings = snapshot({"x": x, "target": target}, {marked("the model"): model}, {}), settings()
         who = {"first": tr("Your function (first call)"), "second": tr("Your function (second call)"),
                "third": tr("Your function (third call)")}[call]
         result = run_learner(who, head_weight_grad, model, x, target)

@@ -85,7 +85,7 @@ def _state_problem(loss: torch.Tensor, params: Dict[str, torch.Tensor], states: 
         return tr("Your function freed the saved tensors of the loss's graph: a backward (or torch.autograd.grad) "
                   "without retain_graph=True ran through it, so the caller's own loss.backward() would now raise "
                   "error 1. Only read the graph: follow next_functions from loss.grad_fn.")
-    problem = changed(before, {}, {"M1 and M2": _Modules(params)}, {})
+    problem = changed(before, {}, {marked("M1 and M2"): _Modules(params)}, {})
     if problem is not None:
         return tr("Your function {problem}: it should only read the graph.", problem=problem)
     return None
@@ -127,7 +127,7 @@ def check_parameters_reached(parameters_reached: Callable[..., Any]) -> CheckRes
     for description, loss in cases:
         expected = _reference(loss, params)
         states = _graph_states(loss, params)
-        before, global_settings = snapshot({}, {"M1 and M2": _Modules(params)}, {}), settings()
+        before, global_settings = snapshot({}, {marked("M1 and M2"): _Modules(params)}, {}), settings()
         try:
             result = run_learner(tr("Your function (on {loss})", loss=description), parameters_reached, loss,
                                  params)

@@ -128,7 +128,8 @@ def _diagnose(model: str, recorded: Grads, parts: Dict[str, List[torch.Tensor]],
                         tr("L_both never reached {model}: the joint loss trains both models, do not restrict or "
                            "detach it", model=model))
     if abs(weights[own] - 1) > 1e-3 and abs(weights[own] - weights["L_both"]) < 1e-3:
-        problems.append(tr("everything is {factor} times the reference's (a loss scaled, or averaged instead of summed)",
+        problems.append(tr("everything is {factor} times the reference's (a loss scaled, or averaged instead of "
+                           "summed)",
                            factor=f"{weights[own]:.3g}"))
     elif abs(weights[own] - 1) > 1e-3:
         problems.append(tr("{own} should reach {model} exactly once", own=own, model=model))

@@ -302,7 +302,7 @@ def _run_session(step_function: Callable[..., Any], session: Session) -> Optiona
         counts = {part: len(record.calls) for part, record in records.items()}
         inputs = {"states": states, "actions": actions, "returns": returns}
         named_optimizers = {OPTIMIZER_NAMES[part]: opt for part, opt in optimizers.items()}
-        before = step_watch.snapshot(inputs, {"the model": model}, named_optimizers)
+        before = step_watch.snapshot(inputs, {marked("the model"): model}, named_optimizers)
         computed: Set[str] = set()
         hooks = _watch_backward(model, computed)
         try:
@@ -328,7 +328,7 @@ def _run_session(step_function: Callable[..., Any], session: Session) -> Optiona
                           optimizer=OPTIMIZER_NAMES[part], count=len(calls[part]))
                 return text + (space() + tr("The trunk is shared by both heads: it still takes one step, with the "
                                         "gradient of the whole loss.") if part == "trunk" else "")
-        change = step_watch.changed(before, inputs, {"the model": model}, named_optimizers)
+        change = step_watch.changed(before, inputs, {marked("the model"): model}, named_optimizers)
         if change is not None:
             return tr("{where}, your step {change}.", where=where, change=change)
         for part in PARTS:

@@ -221,7 +221,7 @@ def _run_session(step_function: Callable[..., Any], session: Session,
         start = {name: [p.detach().clone() for p in model.parameters()] for name, model in models.items()}
         counts = {name: len(record.calls) for name, record in records.items()}
         inputs = {"real": real, "noise": noise}
-        named_models = {"the generator": generator, "the discriminator": discriminator}
+        named_models = {marked("the generator"): generator, marked("the discriminator"): discriminator}
         named_optimizers = {"opt_g": opt_g, "opt_d": opt_d}
         before = step_watch.snapshot(inputs, named_models, named_optimizers)
         first_event = len(log)

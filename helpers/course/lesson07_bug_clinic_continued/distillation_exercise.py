@@ -162,8 +162,8 @@ def _coefficient_problem(a: float, b: float, temperature: float, alpha: float) -
         known = {  # the factor -> the whole diagnosis
             1 / temperature ** 2: tr(
                 "The soft term's gradient is {ratio} times the right one = 1/T^2 (T = {temperature}): the T^2 factor "
-                "is missing. Dividing the logits by T shrinks the soft term's gradient by about 1/T^2; multiply the KL by "
-                "T * T to undo it. {got}", ratio=ratio, temperature=f"{temperature:g}", got=got),
+                "is missing. Dividing the logits by T shrinks the soft term's gradient by about 1/T^2; multiply the KL "
+                "by T * T to undo it. {got}", ratio=ratio, temperature=f"{temperature:g}", got=got),
             1 / temperature: tr("The soft term's gradient is {ratio} times the right one = 1/T: the KL was multiplied "
                                 "by T instead of T^2 = T * T. {got}", ratio=ratio, got=got),
             temperature ** 2: tr("The soft term's gradient is {ratio} times the right one = T^2: the T^2 factor is "

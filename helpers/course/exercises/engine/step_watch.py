@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from helpers.course.exercises.engine.untouched import held_grads
-from helpers.language import tr
+from helpers.language import tr, translated
 from helpers.tools.gradients import same_gradients
 
 Gradients = List[Optional[torch.Tensor]]
@@ -189,10 +189,11 @@ def snapshot(tensors: Mapping[str, torch.Tensor], modules: Mapping[str, nn.Modul
 
 def _flag_change(name: str, before: ModuleState, now: ModuleState) -> Optional[str]:
     """What changed in a module's flags, in learner words. Parameter names are listed when ``name`` is the
-    variable the learner knows the module by (``head_b``, not ``the model``)."""
+    variable the learner knows the module by (``head_b``, not ``the model``, which is shown in the chosen language)."""
+    shown_name = translated(name)
     if now.ids != before.ids:
         return tr("replaced parameters of {name}: its layers must stay the ones its optimizer holds. Change weights "
-                  "only with the optimizer's step()", name=name)
+                  "only with the optimizer's step()", name=shown_name)
     switched = [key for key, flag in before.requires_grad.items() if now.requires_grad.get(key) != flag]
     if switched:
         shown = ", ".join(f"{name}.{key}" for key in switched[:3]) + (" ..." if len(switched) > 3 else "")
@@ -200,21 +201,21 @@ def _flag_change(name: str, before: ModuleState, now: ModuleState) -> Optional[s
             return tr("left {name}'s parameters with requires_grad changed: it changed requires_grad ({shown}) and "
                       "did not undo it. The next step, and every other user of the model, gets no gradient for them. "
                       "If you freeze a model for one backward, unfreeze it before you return - or use "
-                      "backward(inputs=...); to cut a path, detach a tensor", name=name, shown=shown)
+                      "backward(inputs=...); to cut a path, detach a tensor", name=shown_name, shown=shown)
         return tr("left {name}'s parameters with requires_grad changed (requires_grad_() was not undone): the next "
                   "step, and every other user of the model, gets no gradient for them. If you freeze a model for one "
                   "backward, unfreeze it before you return - or use backward(inputs=...); to cut a path, detach a "
-                  "tensor", name=name)
+                  "tensor", name=shown_name)
     moved = [key for key, training in before.modes.items() if now.modes.get(key) != training]
     if moved:
-        who = name if "" in moved else tr("its layer {layer}", layer=moved[0])
+        who = shown_name if "" in moved else tr("its layer {layer}", layer=moved[0])
         if any(before.modes[key] for key in moved):
             return tr("left {name} (or one of its layers) in eval mode - train()/eval() was not undone, so {who} is "
                       "now in eval mode: dropout and batch norm would behave differently from then on. Leave each "
-                      "module in the mode it was handed to you", name=name, who=who)
+                      "module in the mode it was handed to you", name=shown_name, who=who)
         return tr("left {name} (or one of its layers) in training mode - train()/eval() was not undone, so {who} is "
                   "now in training mode: dropout and batch norm would behave differently from then on. Leave each "
-                  "module in the mode it was handed to you", name=name, who=who)
+                  "module in the mode it was handed to you", name=shown_name, who=who)
     return None
 
 
