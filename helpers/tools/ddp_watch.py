@@ -57,6 +57,7 @@ UNDER_NO_SYNC = marked("a backward under no_sync(), stepped before a synchronise
 NOT_YET = marked("a step before DDP had averaged it ({wrapper} still waited for {missing})")
 BEFORE_WATCH = marked("a backward whose forward ran before the watch began: the watch cannot see whether DDP "
                       "averaged it")
+ALL_AVERAGED = marked("DDP averaged every gradient these models received before any step used it.")  # report()
 STATIC_GRAPH = marked("static_graph=True: DDP decides from its first iteration which gradients to wait for")
 OTHER_REDUCER = marked("this wrapper reduces outside the reducer the watch follows")
 COMM_HOOK = marked("a communication hook decides what its all-reduce does with the gradients")
@@ -422,7 +423,7 @@ class ReductionWatch:
                             "averages when every parameter it expects has a gradient).", name=name,
                             parameters=_shown(missing)))
         if not lines:
-            return tr("DDP averaged every gradient these models received before any step used it.")
+            return translated(ALL_AVERAGED)
         return "\n".join(lines)
 
     def clear(self) -> None:

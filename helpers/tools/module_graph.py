@@ -135,19 +135,19 @@ def _region_lines(box: Box, shown: bool = False) -> List[str]:
 
 
 def module_text(calls: ModuleCalls, types: Mapping[str, str], annotate: Optional[Annotate] = None) -> str:
-    """The module view as numbered lines: each box and the boxes that feed it."""
+    """The module view as numbered lines: each box and the boxes that feed it. In English, like the picture: the
+    notebooks read these lines."""
     numbers = {box.key: index for index, box in enumerate(calls.boxes, 1)}
     fed_by: Dict[str, List[str]] = {box.key: [] for box in calls.boxes}
     for source, target in calls.edges:
         fed_by[target].append(f"[{numbers[source]}]")
     lines = []
     for box in calls.boxes:
-        ends = "  (" + tr("output {name}", name=", ".join(box.outputs)) + ")" \
-            if box.outputs and box.kind == "module" else ""
+        ends = f"  (output {', '.join(box.outputs)})" if box.outputs and box.kind == "module" else ""
         feeds = f"  <- {', '.join(fed_by[box.key])}" if fed_by[box.key] else ""
-        title = tr("{box}, {count} node(s)", box=box_title(box, types, shown=True), count=len(box.nodes))
+        title = f"{box_title(box, types)}, {len(box.nodes)} node(s)"
         lines.append(f"[{numbers[box.key]}] {title}{ends}{feeds}")
-        extra = _region_lines(box, shown=True) + (annotate(box, True)[0] if annotate is not None else [])
+        extra = _region_lines(box) + (annotate(box, False)[0] if annotate is not None else [])
         lines += [f"      {line}" for line in extra]
     return "\n".join(lines) if lines else tr("(no graph: these tensors have no grad_fn)")
 

@@ -39,7 +39,8 @@ def watched(rank: int, world_size: int, recipes: Mapping[str, Recipe],
             seed: int = 0) -> Dict[str, Dict[str, object]]:
     """On one rank: each of ``recipes`` (``recipes.RECIPES``, with ``recipes.global_batch``), then one SGD step per
     model, watched; the step-between scenario; and ``static_graph=True``. Per scenario:
-    ``"report"``, ``"unreduced"`` as (parameter, how, fate) triples, and ``"differ"``: the parameters whose value
+    ``"report"``, ``"cannot_see"`` (what the watch cannot follow, and why), ``"unreduced"`` as (parameter, how, fate)
+    triples, and ``"differ"``: the parameters whose value
     or ``.grad`` differs between the ranks after the step (``replicas_differ``, named like the watch names them)."""
     x1, x2 = (x.chunk(world_size)[rank].to(rank_device(rank)) for x in global_batch(seed, world_size))
     found: Dict[str, Dict[str, object]] = {}
@@ -58,7 +59,7 @@ def watched(rank: int, world_size: int, recipes: Mapping[str, Recipe],
             opt1.step()
             opt2.step()
             labelled = [("M1", m1), ("M2", m2)]
-        found[name] = {"report": watch.report(),
+        found[name] = {"report": watch.report(), "cannot_see": watch.cannot_see(),
                        "unreduced": [(u.parameter, u.how, u.fate) for u in watch.unreduced()],
                        "differ": [f"{label}.{entry}" for label, model in labelled for entry in replicas_differ(model)]}
         watch.remove()
