@@ -8,7 +8,7 @@ from typing import Dict, List, Optional
 import matplotlib
 
 from authoring.figures.compare import png_difference, same_minor_release, svg_difference, svg_drawn_by
-from authoring.figures.drawing import render
+from authoring.figures.drawing import NoFontForChinese, cjk_font, render
 from authoring.figures.drawings import DRAWINGS
 from authoring.translation import figure_words
 from helpers.course.figures import FIGURES, IMAGES
@@ -22,6 +22,15 @@ def translations() -> Dict[str, Dict[str, str]]:
     """language -> its figure words (English -> translation), for each language with a figures catalog."""
     words = figure_words.words(ROOT)
     return {figure_words.LANGUAGE: words} if words else {}
+
+
+def drawable_translations() -> Dict[str, Dict[str, str]]:
+    """``translations()`` that this machine has a font for (none for Chinese without a font for Chinese)."""
+    try:
+        cjk_font()
+    except NoFontForChinese:
+        return {}
+    return translations()
 
 
 def draw_all(words: Optional[Dict[str, str]] = None) -> Dict[str, Dict[str, bytes]]:
@@ -54,7 +63,7 @@ def problems(folder: Path = IMAGES) -> List[str]:
     """What is missing or stale in ``folder`` or a language's folder below it, one line each; empty when every image
     is current."""
     found = _problems(folder, draw_all())
-    for language, words in translations().items():
+    for language, words in drawable_translations().items():
         found += [f"{language}/{line}" for line in _problems(folder / language, draw_all(words))]
     return found
 
@@ -76,8 +85,10 @@ def _problems(folder: Path, drawn: Dict[str, Dict[str, bytes]]) -> List[str]:
 
 
 def notes(folder: Path = IMAGES) -> List[str]:
-    """What the check could not compare exactly: images drawn by another matplotlib version."""
-    found = []
+    """What the check could not compare exactly: images drawn by another matplotlib version, and translated ones
+    this machine has no font to draw."""
+    found = [f"{language}: not compared: no font for Chinese here (apt-get install fonts-wqy-microhei)"
+             for language in translations() if language not in drawable_translations()]
     for name in DRAWINGS:
         path = folder / f"{name}.svg"
         version = svg_drawn_by(path.read_bytes()) if path.exists() else None

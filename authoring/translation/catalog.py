@@ -209,21 +209,25 @@ def chinese(entry: Optional[polib.POEntry]) -> Optional[str]:
     return entry.msgstr
 
 
+def entry_problem(entry: Optional[polib.POEntry], english: str, copies_allowed: bool = False) -> Optional[str]:
+    """Why ``entry`` does not translate ``english`` as it is now (missing, empty, stale, or the English copied where
+    a copy is not ``copies_allowed``); None when it does."""
+    if entry is None:
+        return "is missing"
+    if chinese(entry) is None:
+        return "is empty"
+    if not current(entry, english):
+        return "is stale: its English changed (update the Chinese, then remove the fuzzy flag)"
+    if not copies_allowed and entry.msgstr.strip() == english.strip() and any(c.isalpha() for c in english):
+        return "is the English copied, not translated"
+    return None
+
+
 def problems(catalog: Catalog, entries: Entries, name: str) -> List[str]:
     """What keeps ``catalog`` from translating ``entries``: missing, empty, stale (English changed) or obsolete."""
-    found: List[str] = []
     old = by_context(catalog)
-    for context, english in entries.items():
-        entry = old.get(context)
-        where = f"{name}: entry {context}"
-        if entry is None:
-            found.append(f"{where} is missing")
-        elif chinese(entry) is None:
-            found.append(f"{where} is empty")
-        elif not current(entry, english):
-            found.append(f"{where} is stale: its English changed (update the Chinese, then remove the fuzzy flag)")
-        elif entry.msgstr.strip() == english.strip():
-            found.append(f"{where} is the English copied, not translated")
+    found = [f"{name}: entry {context} {problem}" for context, english in entries.items()
+             if (problem := entry_problem(old.get(context), english)) is not None]
     found += [f"{name}: entry {context} is for a cell that no longer exists" for context in old
               if context not in entries]
     return found

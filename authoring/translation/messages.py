@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import polib
 
-from authoring.translation.catalog import Catalog, chinese, new_catalog
+from authoring.translation.catalog import Catalog, entry_problem, new_catalog
 
 MARKERS = ("tr", "marked")  # helpers.language's: translate now, or mark a constant shown later
 CATALOG_NAME = "helpers.po"
@@ -112,15 +112,9 @@ def problems(catalog: Catalog, messages: Messages, name: str, copies_allowed: bo
     for english in messages:
         entry = entries.get(english)
         where = f"{name}: {english[:70]!r}"
-        if entry is None:
-            found.append(f"{where} has no entry")
-        elif chinese(entry) is None:
-            found.append(f"{where} is not translated")
-        elif entry.fuzzy:
-            found.append(f"{where} is stale: its English changed (update the Chinese, then remove the fuzzy flag)")
-        elif (not copies_allowed and entry.msgstr.strip() == english.strip()
-              and any(character.isalpha() for character in english)):
-            found.append(f"{where} is the English copied, not translated")
+        problem = entry_problem(entry, english, copies_allowed)
+        if problem is not None:
+            found.append(f"{where} {problem}")
         elif fields(entry.msgstr) != fields(english):
             found.append(f"{where}: the Chinese has the fields {sorted(fields(entry.msgstr))}, the English "
                          f"{sorted(fields(english))}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import io
 import itertools
+import os
 import re
 import subprocess
 import sys
@@ -49,6 +50,9 @@ def test_the_chinese_figures_write_every_text_of_the_catalog_with_glyphs_for_eac
     they write has a glyph in its fonts (the Chinese ones from a font for Chinese): no boxes."""
     from authoring.figures import drawing
 
+    if not build.drawable_translations():
+        assert not os.environ.get("CI"), "CI must have a font for Chinese (fonts-wqy-microhei)"
+        pytest.skip("no font for Chinese here: apt-get install fonts-wqy-microhei")
     words = build.translations()[figure_words.LANGUAGE]
     chinese = {text for text in words.values() if re.search(r"[\u4e00-\u9fff]", text)}
     assert len(chinese) >= 20
