@@ -86,7 +86,8 @@ def hint_widget(exercise_id: str, levels: List[Tuple[str, str]]):  # -> ipywidge
     import ipywidgets
 
     shown = ipywidgets.HTML(value="")
-    button = ipywidgets.Button(description=tr("Show hint {number} of {count}", number=1, count=len(levels)))
+    button = ipywidgets.Button(description=tr("Show hint {number} of {count}", number=1, count=len(levels)),
+                               layout=ipywidgets.Layout(width="auto"))  # the whole label, in any language
     state = {"count": 0}
 
     def reveal(_button: object) -> None:
