@@ -61,7 +61,7 @@ class Progress:
         counts: Dict[str, int] = {}
         for row in rows:
             counts[row.status] = counts.get(row.status, 0) + 1
-        verdict = ", ".join(counted(status, count) for status, count in counts.items())
+        verdict = tr(", ").join(counted(status, count) for status, count in counts.items())
         with self.lock:
             self.finished += 1
             prefix = "\r\033[K" if self.live else ""

@@ -358,8 +358,8 @@ def grade(submission: Submission, limits: Limits, salt: int, work: Path, on_cell
           command_for: Callable[..., List[str]], keep: bool = False) -> List[Row]:
     """The rows of one notebook: run it in its sandbox, judge what it defined, say what happened. Never raises."""
     if submission.problem:
-        return [Row(submission.name, "", "error", submission.problem[0].upper() + submission.problem[1:] + ".",
-                    submission.learner)]
+        sentence = tr("{problem}.", problem=submission.problem[0].upper() + submission.problem[1:])
+        return [Row(submission.name, "", "error", sentence, submission.learner)]
     root = Path(tempfile.mkdtemp(prefix="notebook-", dir=work))
     known = exercises()
     run: Dict[str, Any] = {}

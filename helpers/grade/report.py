@@ -224,7 +224,7 @@ def summary_line(rows: Sequence[Row], notebooks: int, seconds: float) -> str:
 
     counts = Counter(row.status for row in rows)
     exposed = sum(1 for row in rows if row.own_check_passed and row.status == "failed")
-    parts = ", ".join(counted(status, counts.get(status, 0)) for status in STATUSES)
+    parts = tr(", ").join(counted(status, counts.get(status, 0)) for status in STATUSES)
     if exposed:
         return tr("Graded {notebooks} notebooks in {seconds} s: {counts} ({exposed} exposed by fresh inputs).",
                   notebooks=notebooks, seconds=f"{seconds:.0f}", counts=parts, exposed=exposed)
