@@ -156,7 +156,8 @@ def test_asking_for_a_level_that_does_not_exist_says_how_many_there_are(level):
 
 def test_hint_widget_reveals_the_next_level_on_each_click():
     widget = hint_widget("head_weight_grad", hint_levels("head_weight_grad", get_exercise("head_weight_grad").hints))
-    button, shown = widget.children
+    row, shown = widget.children
+    (button,) = row.children
     assert shown.value == ""
     button.click()
     assert "1. Symptom" in shown.value and "2. Cause" not in shown.value

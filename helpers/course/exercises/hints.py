@@ -103,7 +103,7 @@ def hint_widget(exercise_id: str, levels: List[Tuple[str, str]]):  # -> ipywidge
             button.description = tr("Show hint {number} of {count}", number=number + 1, count=len(levels))
 
     button.on_click(reveal)
-    return ipywidgets.VBox([button, shown])
+    return ipywidgets.VBox([ipywidgets.HBox([button]), shown])  # in a row, the button keeps its own width
 
 
 def make_hint(exercise_id: str, hints: Tuple[str, str, str], level: Optional[int] = None):
