@@ -39,7 +39,7 @@ from authoring.translation.edition import TranslationError, markdown_english, se
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SOLUTIONS_JSON = Path("helpers") / "course" / "exercises" / "solutions.json"
-CATALOGS = Path("i18n") / zh_catalog.LOCALE  # one <stem>.po per translated notebook, and shared.po
+CATALOGS = zh_catalog.CATALOGS  # one <stem>.po per translated notebook, shared.po, and the catalogs below
 ZH_README = "README.zh-CN.md"
 SHARED_CATALOG = "shared"
 NOT_NOTEBOOKS = (SHARED_CATALOG, "helpers", "cheatsheet", "figures")  # catalogs in i18n/zh_CN/ that are no notebook's

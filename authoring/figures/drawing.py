@@ -11,9 +11,10 @@ Chinese (``cjk_font``) backs up the two DejaVu fonts for the characters they lac
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import io
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import matplotlib
 from matplotlib.axes import Axes
@@ -146,28 +147,33 @@ def text_width(axes: Axes, text: matplotlib.text.Text) -> float:
     return bounds.width / figure.dpi
 
 
+@contextlib.contextmanager
+def _drawing(words: Optional[Dict[str, str]] = None, texts: Optional[List[str]] = None) -> Iterator[None]:
+    """The settings a figure is drawn in: English, or ``words`` with a font for Chinese behind DejaVu; every text
+    written is appended to ``texts`` when given."""
+    settings = dict(RC, **({"font.family": [RC["font.family"], cjk_font()]} if words else {}))
+    tokens = _WORDS.set(words), _WRITTEN.set(texts)
+    try:
+        with matplotlib.rc_context(settings):
+            yield
+    finally:
+        _WORDS.reset(tokens[0])
+        _WRITTEN.reset(tokens[1])
+
+
 def written(draw: Callable[[], Figure]) -> List[str]:
     """Every text ``draw()`` writes, in English, in the order it writes them."""
     texts: List[str] = []
-    token = _WRITTEN.set(texts)
-    try:
-        with matplotlib.rc_context(RC):
-            draw()
-    finally:
-        _WRITTEN.reset(token)
+    with _drawing(texts=texts):
+        draw()
     return texts
 
 
 def render(draw: Callable[[], Figure], words: Optional[Dict[str, str]] = None) -> Dict[str, bytes]:
     """The figure ``draw()`` makes, as PNG and SVG bytes, with no metadata that changes between runs; with
     ``words``, its texts translated (see the module's docstring)."""
-    settings = dict(RC, **({"font.family": [RC["font.family"], cjk_font()]} if words else {}))
-    token = _WORDS.set(words)
-    try:
-        with matplotlib.rc_context(settings):
-            return _saved(draw())
-    finally:
-        _WORDS.reset(token)
+    with _drawing(words):
+        return _saved(draw())
 
 
 def missing_glyphs(draw: Callable[[], Figure], words: Optional[Dict[str, str]] = None) -> List[str]:
@@ -175,23 +181,17 @@ def missing_glyphs(draw: Callable[[], Figure], words: Optional[Dict[str, str]] =
     characters: what would show as a box."""
     from matplotlib.font_manager import FontProperties, findfont, get_font
 
-    settings = dict(RC, **({"font.family": [RC["font.family"], cjk_font()]} if words else {}))
-    token = _WORDS.set(words)
-    try:
-        with matplotlib.rc_context(settings):
-            figure = draw()
-            found = []
-            for text in figure.findobj(matplotlib.text.Text):
-                families = text.get_fontfamily()
-                fonts = [get_font(findfont(FontProperties(family=family), fallback_to_default=False))
-                         for family in (families if isinstance(families, list) else [families])]
-                lacking = sorted({character for character in text.get_text() if not character.isspace()
-                                  and not any(font.get_char_index(ord(character)) for font in fonts)})
-                if lacking:
-                    found.append(f"{text.get_text()!r}: no glyph for {''.join(lacking)}")
-            return found
-    finally:
-        _WORDS.reset(token)
+    found = []
+    with _drawing(words):
+        for text in draw().findobj(matplotlib.text.Text):
+            families = text.get_fontfamily()
+            fonts = [get_font(findfont(FontProperties(family=family), fallback_to_default=False))
+                     for family in (families if isinstance(families, list) else [families])]
+            lacking = sorted({character for character in text.get_text() if not character.isspace()
+                              and not any(font.get_char_index(ord(character)) for font in fonts)})
+            if lacking:
+                found.append(f"{text.get_text()!r}: no glyph for {''.join(lacking)}")
+    return found
 
 
 def _saved(figure: Figure) -> Dict[str, bytes]:

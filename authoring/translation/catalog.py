@@ -22,7 +22,8 @@ from typing import Dict, List, Optional, Tuple
 import nbformat
 import polib
 
-LOCALE = "zh_CN"
+LOCALE = "zh_CN"  # the Chinese edition's language: its catalogs' folder, its images' folder, COURSE_LANGUAGE
+CATALOGS = Path("i18n") / LOCALE  # every catalog of the Chinese edition
 TITLE_SUFFIX = "#title"
 TEXT_SUFFIX = "#text."
 LEARNER_CALLS = ("predict",)  # calls whose question, choices (a dict's keys) and explanation a learner reads

@@ -18,13 +18,13 @@ import nbformat
 import polib
 
 from authoring.launch_cells import is_setup_cell, with_badges, with_launch_cells
-from helpers.course.figures import FIGURES, attachment, figure_path
 from authoring.release_json import Release
-from authoring.translation.catalog import TEXT_SUFFIX, TITLE_SUFFIX, Catalog, by_context, card_choices, chinese, \
-    current, learner_strings, title_text
+from authoring.translation.catalog import LOCALE, TEXT_SUFFIX, TITLE_SUFFIX, Catalog, by_context, card_choices, \
+    chinese, current, learner_strings, title_text
+from helpers.course.figures import FIGURES, attachment, figure_path
 
 FOLDER = "zh-CN"  # solutions/zh-CN/ and notebooks/zh-CN/
-LANGUAGE = "zh_CN"  # what the Chinese set-up cell sets COURSE_LANGUAGE to
+LANGUAGE = LOCALE  # what the Chinese set-up cell sets COURSE_LANGUAGE to
 SETUP_CONTEXT = "colab-setup" + TITLE_SUFFIX  # the Colab set-up cell's title, in the shared catalog
 CHECK_TITLE_EN, CHECK_TITLE_ZH = "#@title ✓ check: ", "#@title ✓ 检查："
 CHECKED_EN, CHECKED_ZH = "✓ checked: ", "✓ 已检查："

@@ -11,13 +11,11 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional
 
-import polib
+from authoring.translation.catalog import CATALOGS, LOCALE, po_text
+from authoring.translation.messages import Messages, current_translations, merged, present, problems
 
-from authoring.translation.catalog import Catalog, chinese
-from authoring.translation.messages import Messages, merged, problems
-
-CATALOG = Path("i18n") / "zh_CN" / "figures.po"
-LANGUAGE = "zh_CN"
+CATALOG = CATALOGS / "figures.po"
+LANGUAGE = LOCALE
 _CODE = re.compile(r"\S*[.()=_\[\]]\S*")
 
 
@@ -39,29 +37,19 @@ def english_texts() -> Messages:
     return found
 
 
-def load_catalog(root: Path) -> Optional[Catalog]:
-    """The figures' Chinese catalog; None when there is none."""
-    path = root / CATALOG
-    return polib.pofile(str(path), wrapwidth=0, encoding="utf-8") if path.exists() else None
-
-
 def words(root: Path) -> Dict[str, str]:
     """English -> Chinese for every current entry."""
-    catalog = load_catalog(root)
-    return {} if catalog is None else {entry.msgid: chinese(entry) for entry in catalog
-                                       if entry.translated() and chinese(entry)}
+    catalog = present(root / CATALOG)
+    return {} if catalog is None else current_translations(catalog)
 
 
 def updated_text(root: Path) -> Optional[str]:
     """The catalog brought in step with the English figures, as PO text; None without a catalog."""
-    catalog = load_catalog(root)
-    if catalog is None:
-        return None
-    text = str(merged(catalog, english_texts()))
-    return text if text.endswith("\n") else text + "\n"
+    catalog = present(root / CATALOG)
+    return None if catalog is None else po_text(merged(catalog, english_texts()))
 
 
 def catalog_problems(root: Path) -> List[str]:
     """Each text of the English figures without a current Chinese entry (nothing without a catalog)."""
-    catalog = load_catalog(root)
+    catalog = present(root / CATALOG)
     return [] if catalog is None else problems(catalog, english_texts(), CATALOG.as_posix(), copies_allowed=True)

@@ -17,11 +17,11 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import polib
 
-from authoring.translation.catalog import Catalog, entry_problem, new_catalog
+from authoring.translation.catalog import CATALOGS, LOCALE, Catalog, chinese, entry_problem, load, new_catalog, po_text
 
 MARKERS = ("tr", "marked")  # helpers.language's: translate now, or mark a constant shown later
 CATALOG_NAME = "helpers.po"
-COMPILED = Path("helpers") / "locale" / "zh_CN" / "LC_MESSAGES" / "helpers.mo"
+COMPILED = Path("helpers") / "locale" / LOCALE / "LC_MESSAGES" / "helpers.mo"
 SIMILAR = 0.6  # how close an old English must be for its Chinese to be kept, marked fuzzy
 
 Messages = Dict[str, List[str]]  # English -> where it is used ("helpers/x.py:12"), in source order
@@ -42,16 +42,16 @@ def fields(text: str) -> Set[str]:
 
 
 def extract(root: Path) -> Tuple[Messages, List[str]]:
-    """Every message ``helpers/`` marks with ``tr`` or ``marked``, and each call that cannot be catalogued: an argument that is
-    not one string literal, or fields that are not the values passed."""
+    """Every message ``helpers/`` marks with ``tr`` or ``marked``, and each call that cannot be catalogued: an
+    argument that is not one string literal, or fields that are not the values passed."""
     messages: Messages = {}
     found: List[str] = []
     for path in sorted((root / "helpers").rglob("*.py")):
         relative = path.relative_to(root).as_posix()
+        if relative == "helpers/language.py":  # where the markers are defined, not used
+            continue
         for call in sorted(_marked_calls(ast.parse(path.read_text(encoding="utf-8"))), key=lambda c: c.lineno):
             where = f"{relative}:{call.lineno}"
-            if relative == "helpers/language.py":
-                continue
             text = call.args[0] if call.args else None
             if not (isinstance(text, ast.Constant) and isinstance(text.value, str)) or len(call.args) != 1:
                 found.append(f"{where}: a marked message is one string literal (its fields as keywords)")
@@ -123,6 +123,16 @@ def problems(catalog: Catalog, messages: Messages, name: str, copies_allowed: bo
     return found
 
 
+def present(path: Path) -> Optional[Catalog]:
+    """The catalog at ``path``; None when there is none."""
+    return load(path) if path.exists() else None
+
+
+def current_translations(catalog: Catalog) -> Dict[str, str]:
+    """English -> translation of every entry that is filled and not stale."""
+    return {entry.msgid: entry.msgstr for entry in catalog if entry.translated() and chinese(entry)}
+
+
 def compiled(catalog: Catalog) -> bytes:
     """The ``.mo`` file of ``catalog``: its current translations only (a fuzzy entry stays English at run time)."""
     return catalog.to_binary()
@@ -130,13 +140,12 @@ def compiled(catalog: Catalog) -> bytes:
 
 def catalog_file(root: Path) -> Path:
     """Where the helpers' Chinese catalog lives."""
-    return root / "i18n" / "zh_CN" / CATALOG_NAME
+    return root / CATALOGS / CATALOG_NAME
 
 
 def load_catalog(root: Path) -> Catalog:
     """The helpers' Chinese catalog; an empty one before it exists."""
-    path = catalog_file(root)
-    return polib.pofile(str(path), wrapwidth=0, encoding="utf-8") if path.exists() else new_catalog()
+    return present(catalog_file(root)) or new_catalog()
 
 
 def updated_text(root: Path) -> Optional[str]:
@@ -145,8 +154,7 @@ def updated_text(root: Path) -> Optional[str]:
     messages = extract(root)[0]
     if not messages and not catalog_file(root).exists():
         return None
-    text = str(merged(load_catalog(root), messages))
-    return text if text.endswith("\n") else text + "\n"
+    return po_text(merged(load_catalog(root), messages))
 
 
 def compiled_output(root: Path) -> Dict[Path, bytes]:

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
-from authoring.translation.catalog import Catalog, chinese
-from authoring.translation.messages import Messages, merged, problems
+from authoring.translation.catalog import CATALOGS, LOCALE, po_text
+from authoring.translation.messages import Messages, current_translations, merged, present, problems
 
 ENGLISH = Path("docs") / "cheatsheet.md"
 CHINESE = Path("docs") / "cheatsheet.zh-CN.md"
-CATALOG = Path("i18n") / "zh_CN" / "cheatsheet.po"
+CATALOG = CATALOGS / "cheatsheet.po"
 FIGURE_LINK = "../helpers/course/figures/images/"
-FIGURE_LANGUAGE = "zh_CN"
+FIGURE_LANGUAGE = LOCALE
 _OWN_UNIT = re.compile(r"^(#|\||- |\d+\. |!\[)")
 
 Unit = Tuple[str, bool]  # (text, translated?)
@@ -57,22 +57,13 @@ def messages(root: Path) -> Messages:
     return found
 
 
-def load_catalog(root: Path) -> Optional[Catalog]:
-    """The sheet's Chinese catalog; None when there is none (no Chinese sheet then)."""
-    import polib
-
-    path = root / CATALOG
-    return polib.pofile(str(path), wrapwidth=0, encoding="utf-8") if path.exists() else None
-
-
 def chinese_sheet(root: Path) -> Optional[str]:
     """The Chinese sheet as the generator writes it; a unit without current Chinese stays English (``--check``
     reports it). None without a catalog."""
-    catalog = load_catalog(root)
+    catalog = present(root / CATALOG)
     if catalog is None:
         return None
-    current: Dict[str, str] = {entry.msgid: chinese(entry) or entry.msgid for entry in catalog
-                               if not entry.obsolete and not entry.fuzzy}
+    current = current_translations(catalog)
     english = (root / ENGLISH).read_text(encoding="utf-8")
     sheet = "\n".join(current.get(text, text) if translated else text for text, translated in units(english))
     return with_chinese_figures(sheet)
@@ -85,14 +76,11 @@ def with_chinese_figures(text: str) -> str:
 
 def updated_text(root: Path) -> Optional[str]:
     """The sheet's catalog brought in step with the English sheet, as PO text; None without a catalog."""
-    catalog = load_catalog(root)
-    if catalog is None:
-        return None
-    text = str(merged(catalog, messages(root)))
-    return text if text.endswith("\n") else text + "\n"
+    catalog = present(root / CATALOG)
+    return None if catalog is None else po_text(merged(catalog, messages(root)))
 
 
 def catalog_problems(root: Path) -> List[str]:
     """Each unit of the English sheet without a current Chinese entry (nothing without a catalog)."""
-    catalog = load_catalog(root)
+    catalog = present(root / CATALOG)
     return [] if catalog is None else problems(catalog, messages(root), CATALOG.as_posix())

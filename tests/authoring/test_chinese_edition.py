@@ -9,6 +9,7 @@ from authoring import generate, release_json
 from authoring.launch_cells import SETUP_TAG, language_line, setup_source
 from authoring.translation import catalog as zh_catalog
 from authoring.translation import glossary
+from authoring.translation import messages as zh_messages
 from authoring.translation import sheet as zh_sheet
 from authoring.translation.edition import FOLDER, LANGUAGE, NOT_TRANSLATED, STALE, english_code, skeleton, title_text
 from tests.paths import ROOT
@@ -334,7 +335,7 @@ def test_the_chinese_cheat_sheet_carries_each_english_units_code_images_and_proo
 
 
 def test_the_chinese_cheat_sheet_uses_the_glossarys_terms_with_their_english_on_first_use():
-    catalog = zh_sheet.load_catalog(ROOT)
+    catalog = zh_messages.present(ROOT / zh_sheet.CATALOG)
     pairs = [(entry.msgid[:40], entry.msgid, entry.msgstr) for entry in catalog if entry.translated()]
     assert glossary.term_problems(GLOSSARY, pairs) == []
     assert glossary.first_use_problems(GLOSSARY, "cheatsheet.zh-CN.md", [(ROOT / zh_sheet.CHINESE).read_text(

@@ -5,10 +5,10 @@ print every problem at once, and the negative test can assert that a broken note
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from typing import Iterator, List
+from typing import ContextManager, List
+from unittest import mock
 
 from helpers.course.exercises.result import CheckResult, Status
 from helpers.language import LANGUAGE_VARIABLE, tr, translated
@@ -20,34 +20,30 @@ STDERR_MIME = "application/vnd.jupyter.stderr"
 _CUT = "\x00"  # a field value to cut a message at
 
 
-@contextlib.contextmanager
-def speaking(language: str) -> Iterator[None]:
+def speaking(language: str) -> ContextManager[object]:
     """The helpers' language while the checks work out what the page should say: the notebook's."""
-    before = os.environ.get(LANGUAGE_VARIABLE)
-    os.environ[LANGUAGE_VARIABLE] = language
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[LANGUAGE_VARIABLE]
-        else:
-            os.environ[LANGUAGE_VARIABLE] = before
+    return mock.patch.dict(os.environ, {LANGUAGE_VARIABLE: language})
+
+
+def _start(message: str, **values: object) -> str:
+    """``message`` in the helpers' language, up to its first field given as ``_CUT``."""
+    return tr(message, **values).split(_CUT)[0]
 
 
 def error_card_title() -> str:
     """What every expected-error card's title starts with, in the helpers' language."""
-    return tr("Expected error reproduced - {name}", name=_CUT).split(_CUT)[0].rstrip(" -")
+    return _start("Expected error reproduced - {name}", name=_CUT).rstrip(" -")
 
 
 def hint_button_prefix() -> str:
     """The start of the hint widget's first button label ("Show hint 1 of")."""
-    return tr("Show hint {number} of {count}", number=1, count=_CUT).split(_CUT)[0].rstrip()
+    return _start("Show hint {number} of {count}", number=1, count=_CUT).rstrip()
 
 
 def answer_marker(language: str = "") -> str:
     """Text a predict card shows once a click was answered ("You chose"), in ``language``."""
     with speaking(language):
-        return tr("You chose {choice}; this run: {answer}.", choice=_CUT, answer=_CUT).split(_CUT)[0].strip()
+        return _start("You chose {choice}; this run: {answer}.", choice=_CUT, answer=_CUT).strip()
 
 
 PREDICT_ANSWER_MARKER = answer_marker()  # for the English notebooks
@@ -55,7 +51,7 @@ PREDICT_ANSWER_MARKER = answer_marker()  # for the English notebooks
 
 def predict_answer_start(label: str) -> str:
     """How a predict card's answer starts after a click on ``label`` ("You chose <label>")."""
-    return tr("You chose {choice}; this run: {answer}.", choice=label, answer=_CUT).split(_CUT)[0].rstrip(" ;:；：")
+    return _start("You chose {choice}; this run: {answer}.", choice=label, answer=_CUT).rstrip(" ;:；：")
 
 
 def _excerpt(text: str, limit: int = 600) -> str:
@@ -131,7 +127,7 @@ def _missing_error_explanations(run: NotebookRun, expected: NotebookExpectations
             continue
         for card in cards:
             if card.kind is None and card.exception_name is None:
-                if tr("Covered in notebook {notebook}.", notebook=_CUT).split(_CUT)[0].strip() not in shown:
+                if _start("Covered in notebook {notebook}.", notebook=_CUT).strip() not in shown:
                     problems.append(f"cell {index}: the card names no course notebook; it shows:\n{_excerpt(shown)}")
                 continue
             if card.kind is None:
