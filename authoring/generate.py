@@ -11,7 +11,8 @@ Usage, from the repository root::
 The Chinese edition (``authoring.translation``): for each solution notebook with a catalog in ``i18n/zh_CN/``, the
 generator writes ``solutions/zh-CN/`` and ``notebooks/zh-CN/``; from ``i18n/zh_CN/helpers.po`` the compiled catalog of
 what the helpers say (``helpers/locale/``); from ``i18n/zh_CN/cheatsheet.po`` the Chinese cheat sheet
-(``docs/cheatsheet.zh-CN.md``). ``--check`` fails on a missing, empty, stale or obsolete catalog entry too.
+(``docs/cheatsheet.zh-CN.md``). ``i18n/zh_CN/site.po`` holds the Chinese website's own words (``bash book/build``
+reads it). ``--check`` fails on a missing, empty, stale or obsolete catalog entry too.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from authoring.translation import catalog as zh_catalog
 from authoring.translation import messages as zh_messages
 from authoring.translation import figure_words as zh_figures
 from authoring.translation import sheet as zh_sheet
+from authoring.translation import site_words as zh_site
 from authoring.translation.edition import FOLDER as ZH_FOLDER
 from authoring.translation.edition import TranslationError, markdown_english, setup_title, translated, \
     with_chinese_launch_cells
@@ -42,7 +44,7 @@ SOLUTIONS_JSON = Path("helpers") / "course" / "exercises" / "solutions.json"
 CATALOGS = zh_catalog.CATALOGS  # one <stem>.po per translated notebook, shared.po, and the catalogs below
 ZH_README = "README.zh-CN.md"
 SHARED_CATALOG = "shared"
-NOT_NOTEBOOKS = (SHARED_CATALOG, "helpers", "cheatsheet", "figures")  # catalogs in i18n/zh_CN/ that are no notebook's
+NOT_NOTEBOOKS = (SHARED_CATALOG, "helpers", "cheatsheet", "figures", "site")  # catalogs in i18n/zh_CN/ that are no notebook's
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 GENERATED_NOTE = (
     "Generated from solutions/ by `python -m authoring.generate`: edit the solution notebook, not this copy."
@@ -268,7 +270,7 @@ def catalog_problems(root: Path) -> List[str]:
         shared_name = catalog_path(root, SHARED_CATALOG).relative_to(root).as_posix()
         found += zh_catalog.problems(_shared_catalog(root), _shared_entries(notebooks), shared_name)
     return (found + zh_messages.catalog_problems(root) + zh_sheet.catalog_problems(root)
-            + zh_figures.catalog_problems(root))
+            + zh_figures.catalog_problems(root) + zh_site.catalog_problems(root))
 
 
 def update_catalogs(root: Path, new_stems: Sequence[str]) -> List[Path]:
@@ -289,7 +291,8 @@ def update_catalogs(root: Path, new_stems: Sequence[str]) -> List[Path]:
         written += _write_if_changed(catalog_path(root, SHARED_CATALOG), text)
     for path, text in ((zh_messages.catalog_file(root), zh_messages.updated_text(root)),
                        (root / zh_sheet.CATALOG, zh_sheet.updated_text(root)),
-                       (root / zh_figures.CATALOG, zh_figures.updated_text(root))):
+                       (root / zh_figures.CATALOG, zh_figures.updated_text(root)),
+                       (root / zh_site.CATALOG, zh_site.updated_text(root))):
         if text is not None:
             written += _write_if_changed(path, text)
     return written

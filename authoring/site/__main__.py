@@ -1,4 +1,5 @@
-"""``python -m authoring.site --source DIR``: stage the website's source folder (``bash book/build`` runs it)."""
+"""``python -m authoring.site --source DIR``: stage the website's source folders, the English book's in DIR and each
+translation's beside it (``bash book/build`` runs it)."""
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--execution-cache", type=Path, required=True, help="the execution caches' folder")
     args = parser.parse_args(argv)
     root = (args.root or default_root()).resolve()
-    written = stage(root, args.source.resolve(), args.execution_cache.resolve())
-    print(f"staged the book in {args.source}: {len(written)} files changed")
+    for folder, written in stage(root, args.source.resolve(), args.execution_cache.resolve()).items():
+        print(f"staged a book in {folder}: {len(written)} files changed")
     return 0
 
 

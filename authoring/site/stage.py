@@ -1,7 +1,8 @@
-"""Write the book's source folder: config, table of contents, landing page, notebook pages, documents.
+"""Write each edition's book source folder: config, table of contents, landing page, notebook pages, documents.
 
-A file whose content did not change keeps its time, so Sphinx re-reads only what changed; a file no longer part
-of the book is removed.
+The English book is staged in the folder named, each translation's beside it (``source-zh``). A file whose
+content did not change keeps its time, so Sphinx re-reads only what changed; a file no longer part of the book is
+removed.
 """
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ import yaml
 
 from authoring import release_json
 from authoring.site.book_config import book_config
-from authoring.site.documents import document_page
+from authoring.site.documents import document_page, relinked
+from authoring.site.editions import Edition, course_pages, editions, languages_line
 from authoring.site.execution_cache import execution_cache
 from authoring.site.landing import landing_page
 from authoring.site.notebook_page import notebook_page
-from authoring.site.pages import DOCS_FOLDER, LANDING_PAGE, NOTEBOOK_FOLDER, STUDENT_FOLDER, course_pages
+from authoring.site.pages import DOCS_FOLDER, LANDING_PAGE, STUDENT_FOLDER
+from authoring.site.words import ENGLISH_ONLY, MAP_HEADER
+from authoring.translation.site_words import translated_template
 
 BOOK_FOLDER = "book"
 STYLE_SHEET = "_static/course.css"  # Jupyter Book adds every style sheet in the book's _static/ to each page
@@ -27,28 +31,61 @@ def _yaml(data: object) -> bytes:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8")
 
 
-def book_files(root: Path, execution_cache: Path) -> Dict[str, bytes]:
-    """Every file of the book's source folder, by its path in that folder."""
-    release = release_json.load(root)
-    pages = course_pages(root)
+def source_folder(english_source: Path, edition: Edition) -> Path:
+    """Where ``edition``'s book is staged: the English book's folder, or ``<it>-<site folder>`` beside it."""
+    if not edition.site_folder:
+        return english_source
+    return english_source.with_name(f"{english_source.name}-{edition.site_folder}")
+
+
+def _config(root: Path, cache_base: Path, edition: Edition) -> dict:
+    """The book's ``_config.yml``: the base one with the release's buttons, the edition's title and language, and
+    its own execution cache (its kernels speak its language, so its outputs differ from the English ones)."""
     base = yaml.safe_load((root / BOOK_FOLDER / "_config.yml").read_text(encoding="utf-8"))
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    template = (root / BOOK_FOLDER / f"{LANDING_PAGE}.md").read_text(encoding="utf-8")
-    files = {
-        "_config.yml": _yaml(book_config(base, release, execution_cache)),
-        "_toc.yml": _yaml(pages.toc()),
-        f"{LANDING_PAGE}.md": landing_page(template, readme, pages.notebooks).encode("utf-8"),
-    }
+    cache = execution_cache(root, cache_base / edition.site_folder if edition.site_folder else cache_base)
+    config = book_config(base, release_json.load(root), cache)
+    config["title"] = edition.say(config["title"])
+    config.setdefault("sphinx", {}).setdefault("config", {})["language"] = edition.language
+    return config
+
+
+def book_files(root: Path, cache_base: Path, edition: Edition, all_editions: List[Edition]) -> Dict[str, bytes]:
+    """Every file of ``edition``'s book source folder, by its path in that folder."""
+    release = release_json.load(root)
+    pages = course_pages(root, edition)
+    stems = {other.site_folder: set(other.notebooks(root)) for other in all_editions}
+
+    def languages(name_in: Dict[str, str]) -> str:
+        return languages_line(name_in, edition, all_editions)
+
+    def everywhere(docname: str) -> Dict[str, str]:
+        return {other.site_folder: docname for other in all_editions}
+
+    readme = (root / edition.readme).read_text(encoding="utf-8")
+    landing = landing_page(translated_template(root, edition.say), readme, pages.notebooks, edition.setup_heading,
+                           pages.notebook_folder, edition.say(MAP_HEADER), languages(everywhere(LANDING_PAGE)))
+    landing, needed = relinked(root, landing, edition.readme)
+    files = {"_config.yml": _yaml(_config(root, cache_base, edition)), "_toc.yml": _yaml(pages.toc(edition.say)),
+             f"{LANDING_PAGE}.md": edition.prose(landing).encode("utf-8"), **needed}
     for stem in pages.notebooks:
-        solved = nbformat.read(str(root / "solutions" / f"{stem}.ipynb"), as_version=4)
-        page, pictures = notebook_page(solved, stem, release)
-        files[f"{NOTEBOOK_FOLDER}/{stem}.ipynb"] = nbformat.writes(page).encode("utf-8")
-        files.update({f"{NOTEBOOK_FOLDER}/{path}": content for path, content in pictures.items()})
-        files[f"{STUDENT_FOLDER}/{stem}.ipynb"] = (root / "notebooks" / f"{stem}.ipynb").read_bytes()
+        solved = nbformat.read(str(edition.solutions(root) / f"{stem}.ipynb"), as_version=4)
+        counterparts = {other.site_folder: f"{other.pages_folder}/{stem}" for other in all_editions
+                        if stem in stems[other.site_folder]}
+        page, pictures = notebook_page(solved, stem, release, pages.notebook_folder, edition.say,
+                                       languages(counterparts))
+        for cell in page.cells:
+            if cell.cell_type == "markdown":
+                cell.source = edition.prose(cell.source)
+        files[f"{pages.notebook_folder}/{stem}.ipynb"] = nbformat.writes(page).encode("utf-8")
+        files.update({f"{pages.notebook_folder}/{path}": content for path, content in pictures.items()})
+        files[f"{STUDENT_FOLDER}/{stem}.ipynb"] = (edition.student_copies(root) / f"{stem}.ipynb").read_bytes()
     files[STYLE_SHEET] = (root / BOOK_FOLDER / STYLE_SHEET).read_bytes()
-    for name in pages.documents:
-        text, needed = document_page(root, name)
-        files[f"{DOCS_FOLDER}/{name}.md"] = text.encode("utf-8")
+    for name, source in edition.documents:
+        under_title = languages(everywhere(f"{DOCS_FOLDER}/{name}"))
+        if edition.english_only(source):
+            under_title += "\n\n" + edition.say(ENGLISH_ONLY)
+        text, needed = document_page(root, source, under_title)
+        files[f"{DOCS_FOLDER}/{name}.md"] = edition.prose(text).encode("utf-8")
         files.update(needed)
     return files
 
@@ -72,10 +109,16 @@ def write_tree(folder: Path, files: Dict[str, bytes]) -> List[str]:
     return written
 
 
-def stage(root: Path, source: Path, cache_base: Path) -> List[str]:
-    """Write the book of the course at ``root`` into ``source``; returns the paths written.
+def stage(root: Path, source: Path, cache_base: Path) -> Dict[str, List[str]]:
+    """Write each edition's book of the course at ``root`` (the English one into ``source``); returns the paths
+    written, by the folder of each book.
 
-    The execution cache is a folder under ``cache_base`` named by a fingerprint of the helpers, torch and
-    ``book/build``.
+    Each edition's execution cache is a folder under ``cache_base`` (a translation's under its site folder) named by
+    a fingerprint of the helpers, torch and ``book/build``.
     """
-    return write_tree(source, book_files(root, execution_cache(root, cache_base)))
+    all_editions = editions(root)
+    written = {}
+    for edition in all_editions:
+        folder = source_folder(source, edition)
+        written[str(folder)] = write_tree(folder, book_files(root, cache_base, edition, all_editions))
+    return written

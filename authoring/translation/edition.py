@@ -1,7 +1,7 @@
 """Writing a Chinese notebook from an English one and its catalog.
 
-Markdown cells take their Chinese from the catalog; a check cell gets its title and its ``✓ checked:`` line in
-Chinese, and a ``predict`` card its question, choices and explanation; every other character of every code cell
+Markdown cells take their Chinese from the catalog (lines joined where a break would show as a space between two
+characters: cjk.py); a check cell gets its title and its ``✓ checked:`` line in Chinese, and a ``predict`` card its question, choices and explanation; every other character of every code cell
 stays the English one (``english_code`` undoes the check lines, ``skeleton`` blanks the card's strings, and the tests
 compare the results with the English cell byte for byte). An entry that is missing or empty
 leaves the English in place, one that is stale keeps its old Chinese, each with a one-line note, so that an author
@@ -19,6 +19,7 @@ import polib
 
 from authoring.launch_cells import is_setup_cell, with_badges, with_launch_cells
 from authoring.release_json import Release
+from authoring.translation.cjk import joined
 from authoring.translation.catalog import LOCALE, TEXT_SUFFIX, TITLE_SUFFIX, Catalog, by_context, card_choices, \
     chinese, current, learner_strings, title_text
 from helpers.course.figures import FIGURES, attachment, figure_path
@@ -42,9 +43,11 @@ def markdown_english(cell: nbformat.NotebookNode) -> str:
 
 
 def _markdown(entry: Optional[polib.POEntry], english: str) -> str:
+    """A markdown cell's Chinese, its lines joined where a break would show as a space between two characters."""
     text = chinese(entry)
     if text is None:
         return NOT_TRANSLATED + english
+    text = joined(text)
     if not current(entry, english):
         return STALE + text
     return text

@@ -11,6 +11,7 @@ from authoring.translation import catalog as zh_catalog
 from authoring.translation import glossary
 from authoring.translation import messages as zh_messages
 from authoring.translation import sheet as zh_sheet
+from authoring.translation.cjk import joined
 from authoring.translation.edition import FOLDER, LANGUAGE, NOT_TRANSLATED, STALE, english_code, skeleton, title_text
 from tests.paths import ROOT
 
@@ -171,7 +172,7 @@ def test_a_changed_english_cell_keeps_the_old_chinese_marked_stale_until_updated
     generate.main(["--root", str(course)])
     written = next(cell for cell in _read(course / "solutions" / FOLDER / "00_start_here.ipynb").cells
                    if cell.id == "2b77f41f")
-    assert written.source == STALE + old_chinese
+    assert written.source == STALE + joined(old_chinese)
 
     def updated(catalog):
         entry = zh_catalog.by_context(catalog)["2b77f41f"]

@@ -17,12 +17,17 @@ from authoring.site.documents import document_page
 from authoring.site.execution_cache import execution_cache, fingerprint
 from authoring.site.landing import LandingError, landing_page, readme_commands
 from authoring.site.notebook_page import REMOVE_INPUT, notebook_page
-from authoring.site.pages import course_pages
+from authoring.site.editions import course_pages, editions, languages_line
+from authoring.site.words import ENGLISH_ONLY
+from authoring.translation import catalog as zh_catalog
+from authoring.translation import site_words
+from authoring.translation.cjk import CJK, joined
 from authoring.site.stage import book_files, write_tree
 from tests.paths import ROOT
 
 RELEASE = release_json.Release("https://github.com/example-org/NAME", "v1.0.0")
 PAGES = course_pages(ROOT)
+EDITIONS = editions(ROOT)
 
 
 def solved(stem: str) -> nbformat.NotebookNode:
@@ -100,21 +105,82 @@ def test_the_landing_page_refuses_a_readme_without_a_notebooks_row():
 
 
 def test_documents_link_the_landing_page_for_the_readme_and_bring_the_files_they_link():
-    text, needed = document_page(ROOT, "hosting")
+    text, needed = document_page(ROOT, "docs/hosting.md")
     assert "](../README.md)" not in text and "](../intro.md)" in text
     assert "helpers/jupyter_config/jupyter_server_config.json" in needed
-    _, pictures = document_page(ROOT, "cheatsheet")
+    _, pictures = document_page(ROOT, "docs/cheatsheet.md")
     assert sorted(Path(path).name for path in pictures) == [
         "backward_visits.svg", "step_timeline.svg", "who_trains_whom.svg"]
 
 
-def test_the_book_holds_every_page_and_student_copy(tmp_path):
-    files = book_files(ROOT, tmp_path / "cache")
-    for stem in PAGES.notebooks:
-        assert f"notebooks/{stem}.ipynb" in files
-        assert files[f"student/{stem}.ipynb"] == (ROOT / "notebooks" / f"{stem}.ipynb").read_bytes()
-    assert yaml.safe_load(files["_toc.yml"]) == PAGES.toc()
-    assert yaml.safe_load(files["_config.yml"])["execute"]["cache"] == str(tmp_path / "cache")
+@pytest.mark.parametrize("edition", EDITIONS, ids=[edition.site_folder or "en" for edition in EDITIONS])
+def test_the_book_holds_every_page_and_student_copy(edition, tmp_path):
+    files = book_files(ROOT, tmp_path / "cache", edition, EDITIONS)
+    pages = course_pages(ROOT, edition)
+    for stem in pages.notebooks:
+        assert f"{edition.pages_folder}/{stem}.ipynb" in files
+        assert files[f"student/{stem}.ipynb"] == (edition.student_copies(ROOT) / f"{stem}.ipynb").read_bytes()
+    assert yaml.safe_load(files["_toc.yml"]) == pages.toc(edition.say)
+    config = yaml.safe_load(files["_config.yml"])
+    assert config["sphinx"]["config"]["language"] == edition.language
+    cache = Path(config["execute"]["cache"])
+    assert cache.parent == tmp_path / "cache" / edition.site_folder, "each edition has its own execution cache"
+
+
+def test_the_chinese_book_is_the_chinese_notebooks_readme_and_words(tmp_path):
+    english, chinese = EDITIONS
+    files = book_files(ROOT, tmp_path / "cache", chinese, EDITIONS)
+    toc = yaml.safe_load(files["_toc.yml"])
+    assert [part["caption"] for part in toc["parts"]] == ["课程", "教师资料"]
+    assert toc["parts"][0]["chapters"][0] == {"file": "notebooks/zh-CN/00_start_here"}
+    assert yaml.safe_load(files["_config.yml"])["title"] == "两个模型，两个损失，一张计算图"
+    landing = files["intro.md"].decode("utf-8")
+    assert "<!--" not in landing and "notebooks/zh-CN/00_start_here.ipynb" in landing.split("```bash")[1]
+    for unit in site_words.messages(ROOT):
+        if "\n" not in unit and not unit.startswith("Two models"):
+            assert unit not in landing, f"English left on the Chinese landing page: {unit!r}"
+    assert not re.search(rf"[{CJK}]\n[ \t]*[{CJK}]", landing), "a line break between two Chinese characters"
+    page = nbformat.reads(files["notebooks/zh-CN/02_backward_twice.ipynb"].decode("utf-8"), as_version=4)
+    assert "<../../student/02_backward_twice.ipynb>" in page.cells[1].source and "下载学生版笔记本" in page.cells[1].source
+    assert 'href="../../../notebooks/02_backward_twice.html"' in page.cells[0].source
+    assert files["docs/cheatsheet.md"].decode("utf-8").startswith("# ") and "速查表" in files["docs/cheatsheet.md"].decode()
+    for name, source in chinese.documents:
+        text = files[f"docs/{name}.md"].decode("utf-8")
+        assert (chinese.say(ENGLISH_ONLY) in text) == (source == f"docs/{name}.md"), name
+    english_page = nbformat.reads(book_files(ROOT, tmp_path / "cache", english, EDITIONS)[
+        "notebooks/02_backward_twice.ipynb"].decode("utf-8"), as_version=4)
+    assert 'href="../zh/notebooks/zh-CN/02_backward_twice.html"' in english_page.cells[0].source
+
+
+def test_a_released_chinese_page_opens_the_chinese_student_copy():
+    chinese = EDITIONS[1]
+    page, _ = notebook_page(solved("02_backward_twice"), "02_backward_twice", RELEASE, chinese.pages_folder,
+                            chinese.say)
+    student_copy = "notebooks/zh-CN/02_backward_twice.ipynb"
+    assert RELEASE.colab_url(student_copy) in page.cells[1].source and RELEASE.binder_url(student_copy) in page.cells[1].source
+    assert "需要能访问 Google" in page.cells[1].source
+
+
+def test_the_languages_line_links_each_other_edition_relative_to_the_page():
+    english, chinese = EDITIONS
+    page = {"": "docs/workshop", "zh": "docs/workshop"}
+    assert languages_line(page, english, EDITIONS) == (
+        'English · <a class="course-language" href="../zh/docs/workshop.html" hreflang="zh-CN">中文</a>')
+    assert languages_line(page, chinese, EDITIONS).endswith(">English</a> · 中文")
+    assert languages_line({"": "intro"}, english, EDITIONS) == "", "no line where the other edition lacks the page"
+
+
+def test_chinese_lines_join_without_a_space_outside_code():
+    text = "第一行\n  第二行，`code`\n第三行\n- 列表\n```python\n# 中文\n# 中文\n```\nEnglish\n中文"
+    assert joined(text) == "第一行第二行，`code`\n第三行\n- 列表\n```python\n# 中文\n# 中文\n```\nEnglish\n中文"
+
+
+def test_each_site_unit_keeps_its_links_and_code_in_chinese():
+    catalog = {entry.msgid: entry.msgstr for entry in zh_catalog.load(ROOT / site_words.CATALOG)}
+    for english in site_words.messages(ROOT):
+        chinese = catalog[english]
+        for pattern in (r"\]\(([^)]+)\)", r"`[^`]+`", r"\{\w+\}"):
+            assert sorted(re.findall(pattern, chinese)) == sorted(re.findall(pattern, english)), (english, chinese)
 
 
 def test_writing_the_tree_keeps_unchanged_files_and_removes_stale_ones(tmp_path):

@@ -6,10 +6,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
-from tests.browser.conftest import in_ci
+from tests.browser.conftest import browser_unavailable_reason, in_ci
 from tests.paths import ROOT
 
 BUILD_TIMEOUT_S = 1800
@@ -17,6 +18,15 @@ CACHE_BASE = ROOT / "book" / "_build" / ".jupyter_cache"
 THROWAWAY_REPOSITORY = "https://github.com/example-org/NAME"
 THROWAWAY_REF = "v1.0.0"
 KERNEL_START_FAILED = "Kernel died before replying to kernel_info"  # nbclient's words
+
+
+def site_unbuildable_reason() -> Optional[str]:
+    """Why tests/site cannot build and open the website here (no Jupyter Book, no graphviz, no browser), or None."""
+    if importlib.util.find_spec("jupyter_book") is None:
+        return "the website's tools are not installed: pip install -r book/requirements.txt"
+    if shutil.which("dot") is None:
+        return "graphviz's dot is missing (bash book/build needs it)"
+    return browser_unavailable_reason()
 
 
 def require_jupyter_book() -> None:

@@ -10,6 +10,8 @@ from typing import Dict
 
 import pytest
 
+from authoring.site.editions import editions
+from tests.browser.checks import error_card_title, speaking
 from tests.browser.conftest import require_browser
 from tests.paths import ROOT
 from tests.site.build import build_site, released_copy, require_jupyter_book
@@ -37,14 +39,24 @@ def released_site(released_root: Path) -> Path:
     return build_site(released_root)
 
 
+def card_titles() -> list:
+    """The expected-error card's title in each edition's language."""
+    titles = []
+    for edition in editions(ROOT):
+        with speaking(edition.language):
+            titles.append(error_card_title())
+    return titles
+
+
 @pytest.fixture(scope="session")
 def pages(chromium, site: Path) -> Dict[str, PageFacts]:
-    """Every page of the site as the browser showed it; screenshots in test-artifacts/site/unreleased/."""
-    return gather(chromium, site, screenshots="unreleased")
+    """Every page of the site, both editions, as the browser showed it; screenshots in
+    test-artifacts/site/unreleased/."""
+    return gather(chromium, site, card_titles(), screenshots="unreleased")
 
 
 @pytest.fixture(scope="session")
 def released_pages(chromium, released_site: Path) -> Dict[str, PageFacts]:
     """Every page of the released copy's site; its first screen (launch buttons, page note) in
     test-artifacts/site/released/ (the rest of each page is the same as without a release)."""
-    return gather(chromium, released_site, screenshots="released", full_page=False)
+    return gather(chromium, released_site, card_titles(), screenshots="released", full_page=False)

@@ -12,12 +12,11 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "site"
 # A page that only sends the browser on (Jupyter Book's index.html): read as its link, never opened, since the
 # browser may be half-way to the next page when it is read.
 REDIRECT = re.compile(r'^<meta http-equiv="Refresh" content="0; url=(?P<target>[^"]+)" />\s*$', re.IGNORECASE)
-EXPECTED_ERROR_CARD = "Expected error reproduced"
 TRACEBACK_LINE = "Traceback (most recent call last)"
 
 # Run in the page: pictures, links, error outputs, and every traceback text with the place it stands.
 _GATHER = """
-([cardTitle, tracebackLine]) => {
+([cardTitles, tracebackLine]) => {
   const article = document.querySelector('article') || document.body;
   const images = [...document.images].map(i => ({src: i.currentSrc || i.src, complete: i.complete,
                                                   width: i.naturalWidth, height: i.naturalHeight}));
@@ -31,11 +30,12 @@ _GATHER = """
     if (!node.textContent.includes(tracebackLine)) continue;
     const details = node.parentElement.closest('details');
     const output = details && details.closest('.output');
-    if (!(output && output.textContent.trimStart().startsWith(cardTitle))) {
+    const card = output && cardTitles.some(title => output.textContent.trimStart().startsWith(title));
+    if (!card) {
       strayTracebacks.push(node.parentElement.textContent.slice(0, 300));
     }
   }
-  return {images, links, errorOutputs, strayTracebacks, text: article.textContent,
+  return {images, links, errorOutputs, strayTracebacks, text: article.textContent, lang: document.documentElement.lang,
           scripts: [...document.scripts].map(s => s.src).filter(Boolean)};
 }
 """
@@ -52,6 +52,7 @@ class PageFacts:
     error_outputs: List[str]
     stray_tracebacks: List[str]
     scripts: List[str]
+    lang: str = ""
     network_requests: List[str] = field(default_factory=list)
 
 
@@ -76,9 +77,11 @@ def offline_context(browser, refused: List[str], **options):
     return context
 
 
-def gather(browser, site: Path, screenshots: str = "", full_page: bool = True) -> Dict[str, PageFacts]:
-    """Open every page of ``site`` offline (requests off the machine are refused and recorded per page);
-    with ``screenshots``, save a screenshot of each (the whole page, or its first screen) under
+def gather(browser, site: Path, card_titles: List[str], screenshots: str = "", full_page: bool = True
+           ) -> Dict[str, PageFacts]:
+    """Open every page of ``site`` offline (requests off the machine are refused and recorded per page); a
+    traceback counts as folded in an expected-error card when its output starts with one of ``card_titles``. With
+    ``screenshots``, save a screenshot of each (the whole page, or its first screen) under
     test-artifacts/site/<screenshots>/."""
     requests: List[str] = []
     context = offline_context(browser, requests, viewport={"width": 1300, "height": 900})
@@ -97,13 +100,13 @@ def gather(browser, site: Path, screenshots: str = "", full_page: bool = True) -
             try:
                 page.goto((site / relative).as_uri(), wait_until="load")
                 page.wait_for_function("[...document.images].every(image => image.complete)", timeout=30_000)
-                data = page.evaluate(_GATHER, [EXPECTED_ERROR_CARD, TRACEBACK_LINE])
+                data = page.evaluate(_GATHER, [card_titles, TRACEBACK_LINE])
             except Exception as error:  # say which page, whatever Playwright raised
                 raise AssertionError(f"{relative}: the browser could not open it: {error}") from error
             facts[relative] = PageFacts(
                 path=relative, text=data["text"], images=data["images"], links=data["links"],
                 error_outputs=data["errorOutputs"], stray_tracebacks=data["strayTracebacks"],
-                scripts=data["scripts"], network_requests=list(requests))
+                scripts=data["scripts"], lang=data["lang"], network_requests=list(requests))
             if screenshots:
                 target = ARTIFACTS / screenshots / (relative.replace("/", "__").removesuffix(".html") + ".jpg")
                 target.parent.mkdir(parents=True, exist_ok=True)
