@@ -20,10 +20,10 @@ import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.font_manager import findSystemFonts, fontManager
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from authoring.figures.palette import INK, WHITE, Style, grey_level
+from helpers.course.chinese_font import chinese_font
 
 DPI = 150
 FONT_SIZE = 11  # points; nothing is written smaller than SMALL
@@ -39,8 +39,6 @@ RC = {
 }
 
 
-CJK_FONTS = ("Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Micro Hei", "WenQuanYi Zen Hei", "Microsoft YaHei",
-             "PingFang SC")  # the first one found draws the Chinese characters
 _WORDS: contextvars.ContextVar[Optional[Dict[str, str]]] = contextvars.ContextVar("words", default=None)
 _WRITTEN: contextvars.ContextVar[Optional[List[str]]] = contextvars.ContextVar("written", default=None)
 
@@ -55,15 +53,9 @@ def cjk_font() -> str:
     Raises:
         NoFontForChinese: there is none (install fonts-wqy-microhei or fonts-noto-cjk).
     """
-    for attempt in range(2):
-        names = {font.name for font in fontManager.ttflist}
-        for name in CJK_FONTS:
-            if name in names:
-                return name
-        if attempt == 0:  # matplotlib's font cache may predate the font: add the system's CJK files to it
-            for path in findSystemFonts():
-                if any(part in path.lower() for part in ("cjk", "wqy", "sourcehan", "msyh", "pingfang")):
-                    fontManager.addfont(path)
+    name = chinese_font()
+    if name is not None:
+        return name
     raise NoFontForChinese("no font for Chinese: install one, e.g. apt-get install fonts-wqy-microhei")
 
 

@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from authoring.translation.cjk import joined
 from authoring.site.pages import DOCS_FOLDER, NOTEBOOK_FOLDER, TEACHER_DOCUMENTS, Pages
+from authoring.site.words import DOCUMENT_NAMES, IN_ENGLISH
 from authoring.translation import site_words
 from authoring.translation.catalog import LOCALE
 from authoring.translation.edition import FOLDER as CHINESE_FOLDER
@@ -115,5 +116,10 @@ def course_pages(root: Path, edition: Optional[Edition] = None) -> Pages:
     """The pages of ``edition`` of the course at ``root`` (the English one by default): every solved notebook, and
     the teachers' documents that exist."""
     edition = edition or editions(root)[0]
+    titles = None
+    if edition.folder:  # a translated site: the documents by their names in its language, "(in English)" where so
+        titles = {name: edition.say(IN_ENGLISH).format(name=edition.say(DOCUMENT_NAMES[name]))
+                  if edition.english_only(source) else edition.say(DOCUMENT_NAMES[name])
+                  for name, source in edition.documents if name in DOCUMENT_NAMES}
     return Pages(notebooks=edition.notebooks(root), documents=[name for name, _ in edition.documents],
-                 notebook_folder=edition.pages_folder)
+                 notebook_folder=edition.pages_folder, document_titles=titles)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 from authoring.site.words import COURSE_PART, TEACHERS_PART
 
@@ -23,12 +23,15 @@ class Pages:
     notebooks: List[str]
     documents: List[str]
     notebook_folder: str = NOTEBOOK_FOLDER
+    document_titles: Optional[Dict[str, str]] = None  # a translated site's names for them (else their own titles)
 
     def toc(self, say: Callable[[str], str] = str) -> Dict[str, object]:
         """The book's ``_toc.yml`` as a dict: the landing page, then one part for the course and one for teachers
         (their captions in the edition's language, by ``say``)."""
         course = [{"file": f"{self.notebook_folder}/{stem}"} for stem in self.notebooks]
-        teachers = [{"file": f"{DOCS_FOLDER}/{name}"} for name in self.documents]
+        titles = self.document_titles or {}
+        teachers = [{"file": f"{DOCS_FOLDER}/{name}", **({"title": titles[name]} if name in titles else {})}
+                    for name in self.documents]
         return {"format": "jb-book", "root": LANDING_PAGE,
                 "parts": [{"caption": say(COURSE_PART), "chapters": course},
                           {"caption": say(TEACHERS_PART), "chapters": teachers}]}

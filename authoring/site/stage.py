@@ -6,8 +6,9 @@ removed.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import nbformat
 import yaml
@@ -21,10 +22,15 @@ from authoring.site.landing import landing_page
 from authoring.site.notebook_page import notebook_page
 from authoring.site.pages import DOCS_FOLDER, LANDING_PAGE, STUDENT_FOLDER
 from authoring.site.words import ENGLISH_ONLY, MAP_HEADER
+from authoring.translation import glossary
+from authoring.translation.catalog import CATALOGS
+from authoring.translation.cjk import CJK
 from authoring.translation.site_words import translated_template
 
 BOOK_FOLDER = "book"
 STYLE_SHEET = "_static/course.css"  # Jupyter Book adds every style sheet in the book's _static/ to each page
+SEARCH_WORDS = "_search_words.txt"  # a Chinese book's words for its search (Sphinx skips files starting with _)
+SEARCH_WORD_COUNT = 100000  # how common jieba takes each to be: high, so that it is kept whole
 
 
 def _yaml(data: object) -> bytes:
@@ -38,19 +44,32 @@ def source_folder(english_source: Path, edition: Edition) -> Path:
     return english_source.with_name(f"{english_source.name}-{edition.site_folder}")
 
 
-def _config(root: Path, cache_base: Path, edition: Edition) -> dict:
+def search_words(root: Path) -> str:
+    """The glossary's Chinese terms as a jieba dictionary (one word per line, with a high count): Sphinx's Chinese
+    search then indexes 计算图 as one word, which is what a reader types, instead of 计算 and 图."""
+    terms = glossary.load(root / CATALOGS / "glossary.csv")
+    words = sorted({word for term in terms for word in (term.chinese, *term.also) if re.search(f"[{CJK}]", word)})
+    return "".join(f"{word} {SEARCH_WORD_COUNT}\n" for word in words)
+
+
+def _config(root: Path, cache_base: Path, edition: Edition, search_dictionary: Optional[Path] = None) -> dict:
     """The book's ``_config.yml``: the base one with the release's buttons, the edition's title and language, and
-    its own execution cache (its kernels speak its language, so its outputs differ from the English ones)."""
+    its own execution cache (its kernels speak its language, so its outputs differ from the English ones); with
+    ``search_dictionary``, the words its search indexes whole."""
     base = yaml.safe_load((root / BOOK_FOLDER / "_config.yml").read_text(encoding="utf-8"))
     cache = execution_cache(root, cache_base / edition.site_folder if edition.site_folder else cache_base)
     config = book_config(base, release_json.load(root), cache)
-    config["title"] = edition.say(config["title"])
-    config.setdefault("sphinx", {}).setdefault("config", {})["language"] = edition.language
+    config["title"], config["author"] = edition.say(config["title"]), edition.say(config["author"])
+    sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
+    sphinx["language"] = edition.language
+    if search_dictionary is not None:
+        sphinx["html_search_options"] = {"dict": str(search_dictionary)}
     return config
 
 
-def book_files(root: Path, cache_base: Path, edition: Edition, all_editions: List[Edition]) -> Dict[str, bytes]:
-    """Every file of ``edition``'s book source folder, by its path in that folder."""
+def book_files(root: Path, cache_base: Path, edition: Edition, all_editions: List[Edition],
+               folder: Optional[Path] = None) -> Dict[str, bytes]:
+    """Every file of ``edition``'s book source folder (to be written in ``folder``), by its path in that folder."""
     release = release_json.load(root)
     pages = course_pages(root, edition)
     stems = {other.site_folder: set(other.notebooks(root)) for other in all_editions}
@@ -65,8 +84,12 @@ def book_files(root: Path, cache_base: Path, edition: Edition, all_editions: Lis
     landing = landing_page(translated_template(root, edition.say), readme, pages.notebooks, edition.setup_heading,
                            pages.notebook_folder, edition.say(MAP_HEADER), languages(everywhere(LANDING_PAGE)))
     landing, needed = relinked(root, landing, edition.readme)
-    files = {"_config.yml": _yaml(_config(root, cache_base, edition)), "_toc.yml": _yaml(pages.toc(edition.say)),
-             f"{LANDING_PAGE}.md": edition.prose(landing).encode("utf-8"), **needed}
+    dictionary = folder / SEARCH_WORDS if edition.joins_lines and folder is not None else None
+    files = {"_config.yml": _yaml(_config(root, cache_base, edition, dictionary)),
+             "_toc.yml": _yaml(pages.toc(edition.say)), f"{LANDING_PAGE}.md": edition.prose(landing).encode("utf-8"),
+             **needed}
+    if dictionary is not None:
+        files[SEARCH_WORDS] = search_words(root).encode("utf-8")
     for stem in pages.notebooks:
         solved = nbformat.read(str(edition.solutions(root) / f"{stem}.ipynb"), as_version=4)
         counterparts = {other.site_folder: f"{other.pages_folder}/{stem}" for other in all_editions
@@ -120,5 +143,5 @@ def stage(root: Path, source: Path, cache_base: Path) -> Dict[str, List[str]]:
     written = {}
     for edition in all_editions:
         folder = source_folder(source, edition)
-        written[str(folder)] = write_tree(folder, book_files(root, cache_base, edition, all_editions))
+        written[str(folder)] = write_tree(folder, book_files(root, cache_base, edition, all_editions, folder))
     return written

@@ -12,5 +12,10 @@ DOWNLOAD = "download the student notebook"
 LAUNCH = ", or open it on [Colab]({colab}) or [Binder]({binder})"
 MAP_HEADER = "| notebook | what you learn | time |"
 ENGLISH_ONLY = "*This page has not been translated yet: it is shown in English.*"  # only on a translated site
+# A translated site's table of contents names the teachers' documents (the English one shows their titles), and
+# says which are in English.
+DOCUMENT_NAMES = {"workshop": "The workshop guide", "cheatsheet": "The cheat sheet", "hosting": "Hosting"}
+IN_ENGLISH = "{name} (in English)"
 
-WORDS = (COURSE_PART, TEACHERS_PART, PAGE_NOTE, DOWNLOAD, LAUNCH, MAP_HEADER, ENGLISH_ONLY)
+WORDS = (COURSE_PART, TEACHERS_PART, PAGE_NOTE, DOWNLOAD, LAUNCH, MAP_HEADER, ENGLISH_ONLY, *DOCUMENT_NAMES.values(),
+         IN_ENGLISH)

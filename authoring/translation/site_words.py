@@ -1,4 +1,4 @@
-"""The Chinese website's own words, from ``i18n/zh_CN/site.po``: the book's title, the landing page's template
+"""The Chinese website's own words, from ``i18n/zh_CN/site.po``: the book's title and author, the landing page's template
 (``book/intro.md``, cut into units as the cheat sheet is) and the words of ``authoring/site/words.py``.
 
 A unit's English is its ``msgid``; ``python -m authoring.generate --update-catalogs`` keeps the catalog in step and
@@ -40,8 +40,9 @@ def _template_units(text: str) -> List[Tuple[str, bool]]:
 def messages(root: Path) -> Messages:
     """The English to translate: the book's title, the template's units, the site's words."""
     found: Messages = {}
-    title = yaml.safe_load((root / CONFIG).read_text(encoding="utf-8"))["title"]
-    found.setdefault(title, []).append(f"{CONFIG.as_posix()}:title")
+    config = yaml.safe_load((root / CONFIG).read_text(encoding="utf-8"))
+    for key in ("title", "author"):
+        found.setdefault(config[key], []).append(f"{CONFIG.as_posix()}:{key}")
     line = 1
     for text, translated in _template_units((root / TEMPLATE).read_text(encoding="utf-8")):
         if translated:

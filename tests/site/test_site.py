@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 from urllib.parse import unquote, urlparse
 
+import matplotlib
 import nbformat
 import pytest
 import yaml
@@ -27,9 +28,12 @@ from authoring.site.words import DOWNLOAD, ENGLISH_ONLY
 from authoring.translation.catalog import title_text
 from authoring.translation.edition import CHECKED_EN, CHECKED_ZH
 from helpers.course.exercises.registry import exercises
+from helpers.course.plots import METADATA_KEY
 from helpers.language import tr
 from tests.browser.checks import error_card_title, speaking
+from tests.browser.conftest import in_ci
 from tests.chinese_run import chinese_run_problems
+from tests.plot_words import words_left_in_english, words_without_glyphs
 from tests.paths import ROOT
 from tests.site.build import THROWAWAY_REF, THROWAWAY_REPOSITORY
 from tests.site.page_facts import PageFacts, search_results
@@ -41,7 +45,7 @@ PAGES = course_pages(ROOT)
 NOTEBOOK_PAGES = [pytest.param(edition, stem, id=f"{name}-{stem}") for name, edition in BY_NAME.items()
                   for stem in edition.notebooks(ROOT)]
 CHECKED_LINE = {"": CHECKED_EN.rstrip(": "), "zh-CN": CHECKED_ZH.rstrip("：")}  # how a check's line starts, by folder
-DRAWING_CALL = re.compile(r"\b(draw_graph|draw_saved_graph|draw_module_graph)\(|\bplt\.show\(")
+DRAWING_CALL = re.compile(r"\b(draw_graph|draw_saved_graph|draw_module_graph|show_plot)\(|\bplt\.show\(")
 SHOWN_EXPECTED_ERROR = re.compile(r"with expect_error\((?![^)]*show=False)|^%%expect_error", re.MULTILINE)
 LAUNCH_ADDRESS = re.compile(r"^https?://(colab\.research\.google\.com/github/|mybinder\.org/v2/)")
 
@@ -149,6 +153,22 @@ def test_the_chinese_pages_ran_strict_in_chinese(stem: str, site: Path) -> None:
     assert not problems, f"{stem}: " + "; ".join(problems)
 
 
+@pytest.mark.parametrize("stem", [stem for stem in PAGES.notebooks if "show_plot(" in "".join(code_of(solved(stem)))])
+def test_the_chinese_pages_plots_are_drawn_in_chinese(stem: str, site: Path) -> None:
+    """Each plot the notebook's own code draws (``show_plot``), on its Chinese page: every word Chinese (code may
+    stay), each character drawn by the font for Chinese the build found."""
+    plotted = [output["metadata"][METADATA_KEY] for output in outputs_of(executed(site, stem, BY_NAME["zh"]))
+               if METADATA_KEY in output.get("metadata", {})]
+    assert len(plotted) == "".join(code_of(solved(stem))).count("show_plot("), f"{stem}: {len(plotted)} plots"
+    for facts in plotted:
+        if facts["font"] is None:
+            assert not in_ci(), "CI installs a font for Chinese: the plots must be drawn in Chinese"
+            pytest.skip("this machine has no font for Chinese: the plots kept their English words, with a note")
+        assert not words_left_in_english(facts["words"]), f"{stem}: English words in a plot: {facts['words']}"
+        with matplotlib.rc_context({"font.sans-serif": [facts["font"]]}):
+            assert not words_without_glyphs(facts["words"], facts["font"]), f"{stem}: {facts['words']}"
+
+
 # ---------------------------------------------------------------- what a reader must never see
 
 @pytest.fixture(params=["unreleased", "released"])
@@ -225,10 +245,15 @@ def test_search_finds_retain_graph(edition: Edition, chromium, site: Path) -> No
     assert any(path.endswith(page_of("02_backward_twice", edition)) for path in found), found
 
 
-def test_the_chinese_search_finds_chinese_words(chromium, site: Path) -> None:
-    """Sphinx cuts Chinese into words with jieba (book/requirements.txt); without it no Chinese word is found."""
-    found = [urlparse(address).path for address in search_results(chromium, site / "zh", "版本计数器")]
-    assert any(path.endswith(page_of("03_inplace_version", BY_NAME["zh"])) for path in found), found
+def test_the_chinese_search_finds_a_glossary_term_of_the_text(chromium, site: Path) -> None:
+    """Sphinx cuts Chinese into words with jieba (book/requirements.txt), the glossary's terms kept whole
+    (_search_words.txt). 梯度累积 is in notebook 03's text and in no heading, which Sphinx would match without jieba."""
+    term, chinese = "梯度累积", BY_NAME["zh"]
+    headings = [line for stem in chinese.notebooks(ROOT) for cell in solved(stem, chinese).cells
+                if cell.cell_type == "markdown" for line in cell.source.splitlines() if line.startswith("#")]
+    assert not any(term in heading for heading in headings), "the term must be found in text, not in a heading"
+    found = [urlparse(address).path for address in search_results(chromium, site / "zh", term)]
+    assert any(path.endswith(page_of("03_inplace_version", chinese)) for path in found), found
 
 
 def test_no_page_needs_the_network(any_site: Tuple[Path, Dict[str, PageFacts]]) -> None:
