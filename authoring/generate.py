@@ -32,6 +32,7 @@ from authoring.launch_cells import badges_markdown, readme_with_badges, with_bad
 from authoring.solution_markers import MarkerError, has_marker_text, split_cell
 from authoring.translation import catalog as zh_catalog
 from authoring.translation import messages as zh_messages
+from authoring.translation import printed as zh_printed
 from authoring.translation import figure_words as zh_figures
 from authoring.translation import sheet as zh_sheet
 from authoring.translation import site_words as zh_site
@@ -264,13 +265,30 @@ def catalog_problems(root: Path) -> List[str]:
         name = catalog_path(root, stem).relative_to(root).as_posix()
         found += zh_catalog.problems(zh_catalog.load(catalog_path(root, stem)), english_entries(english), name)
         found += [f"solutions/{stem}.ipynb, cell {cell.id}: {problem} (the Chinese edition cannot translate it)"
-                  for cell in english.cells if cell.cell_type == "code" for problem in zh_catalog.untranslatable(
-                      cell.source)]
+                  for cell in english.cells if cell.cell_type == "code"
+                  for problem in zh_catalog.untranslatable(cell.source) + zh_printed.untranslatable(cell.source)]
+        found += _printed_problems(zh_catalog.load(catalog_path(root, stem)), english, name)
     if stems:
         shared_name = catalog_path(root, SHARED_CATALOG).relative_to(root).as_posix()
         found += zh_catalog.problems(_shared_catalog(root), _shared_entries(notebooks), shared_name)
     return (found + zh_messages.catalog_problems(root) + zh_sheet.catalog_problems(root)
             + zh_figures.catalog_problems(root) + zh_site.catalog_problems(root))
+
+
+def _printed_problems(catalog: zh_catalog.Catalog, english: nbformat.NotebookNode, name: str) -> List[str]:
+    """Each current translation of a printed sentence that cannot stand in the code (other fields, a line break)."""
+    entries = zh_catalog.by_context(catalog)
+    found = []
+    for cell in english.cells:
+        if cell.cell_type != "code" or zh_catalog.title_text(cell) is not None:
+            continue
+        for number, one in enumerate(zh_printed.printed_strings(cell.source)):
+            entry = entries.get(f"{cell.id}{zh_printed.SUFFIX}{number}")
+            if zh_catalog.current(entry, one.english):
+                problem = zh_printed.translation_problem(one.english, entry.msgstr, one.is_f_string)
+                if problem:
+                    found.append(f"{name}: entry {cell.id}{zh_printed.SUFFIX}{number}: {problem}")
+    return found
 
 
 def update_catalogs(root: Path, new_stems: Sequence[str]) -> List[Path]:

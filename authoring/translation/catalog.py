@@ -2,7 +2,8 @@
 
 One entry per text, keyed by ``msgctxt``: a markdown cell by its id (``a266346e``), a check cell's title by its id
 and ``#title`` (``216205b5#title``), a string a code cell shows a learner by its id and ``#text.N``
-(``f5f1924e#text.0``: a ``predict`` card's question, choices and explanation, in the order they appear).
+(``f5f1924e#text.0``: a ``predict`` card's question, choices and explanation, in the order they appear), and a
+sentence it prints by its id and ``#print.N`` (printed.py).
 ``msgid`` is the English the entry translates. When the English changes,
 ``merged`` keeps the old Chinese, marks the entry ``fuzzy`` and keeps the English it was made from as its previous
 ``msgid`` (``#| msgid`` in the file), as gettext's ``msgmerge`` does; a translator updates it in any PO editor
@@ -21,6 +22,9 @@ from typing import Dict, List, Optional, Tuple
 
 import nbformat
 import polib
+
+from authoring.translation.printed import SUFFIX as PRINTED_SUFFIX
+from authoring.translation.printed import printed_strings
 
 LOCALE = "zh_CN"  # the Chinese edition's language: its catalogs' folder, its images' folder, COURSE_LANGUAGE
 CATALOGS = Path("i18n") / LOCALE  # every catalog of the Chinese edition
@@ -140,6 +144,9 @@ def notebook_entries(notebook: nbformat.NotebookNode, markdown_english: Dict[str
                 entries[cell.id + TITLE_SUFFIX] = title
             for number, (_, _, text) in enumerate(learner_strings(cell.source)):
                 entries[f"{cell.id}{TEXT_SUFFIX}{number}"] = text
+            if title is None:  # a check cell prints its ✓ line, which its title's entry translates
+                for number, printed in enumerate(printed_strings(cell.source)):
+                    entries[f"{cell.id}{PRINTED_SUFFIX}{number}"] = printed.english
     return entries
 
 
@@ -167,19 +174,32 @@ def by_context(catalog: Catalog) -> Dict[str, polib.POEntry]:
     return {entry.msgctxt: entry for entry in catalog if entry.msgctxt and not entry.obsolete}
 
 
+def _cell(context: str) -> str:
+    """The cell a ``msgctxt`` belongs to (``f5f1924e`` of ``f5f1924e#print.2``)."""
+    return context.split("#", 1)[0]
+
+
 def merged(catalog: Catalog, entries: Entries) -> Catalog:
-    """A catalog with exactly ``entries``' keys, in their order: an unchanged entry as it was; a new one empty, or
-    with the Chinese of a dropped entry of the same English (a cell pasted back gets a new id); one whose English
-    changed keeps its Chinese, marked ``fuzzy``, with the English it was made from beside it. Entries whose cell is
-    gone stay at the end as obsolete (``#~``), as gettext's ``msgmerge`` keeps them."""
+    """A catalog with exactly ``entries``' keys, in their order: an unchanged entry as it was; one whose cell has an
+    entry of the same English under another key (a cell's strings renumbered) with that entry's Chinese; a new one
+    empty, or with the Chinese of a dropped entry of the same English (a cell pasted back gets a new id); one whose
+    English changed keeps its Chinese, marked ``fuzzy``, with the English it was made from beside it. Entries whose
+    cell is gone stay at the end as obsolete (``#~``), as gettext's ``msgmerge`` keeps them."""
     old = by_context(catalog)
     dropped = {entry.msgid: entry for context, entry in old.items() if context not in entries and entry.msgstr}
+    in_cell = {(_cell(context), entry.msgid): entry for context, entry in old.items() if entry.msgstr}
     result = new_catalog()
     result.header = catalog.header or result.header
     result.metadata = dict(catalog.metadata) or result.metadata
     for context, english in entries.items():
         before = old.get(context)
-        if (before is None or not before.msgstr) and english in dropped:
+        same_in_cell = in_cell.get((_cell(context), english))
+        if (before is None or before.msgid != english) and same_in_cell is not None:
+            # the cell's strings were renumbered (one added before it): the entry follows its English
+            result.append(polib.POEntry(msgctxt=context, msgid=english, msgstr=same_in_cell.msgstr,
+                                        flags=list(same_in_cell.flags), previous_msgid=same_in_cell.previous_msgid))
+            dropped.pop(english, None)
+        elif (before is None or not before.msgstr) and english in dropped:
             moved = dropped.pop(english)
             result.append(polib.POEntry(msgctxt=context, msgid=english, msgstr=moved.msgstr, flags=list(moved.flags),
                                         previous_msgid=moved.previous_msgid))

@@ -19,6 +19,7 @@ import polib
 
 from authoring.launch_cells import is_setup_cell, with_badges, with_launch_cells
 from authoring.release_json import Release
+from authoring.translation import printed
 from authoring.translation.cjk import joined
 from authoring.translation.catalog import LOCALE, TEXT_SUFFIX, TITLE_SUFFIX, Catalog, by_context, card_choices, \
     chinese, current, learner_strings, title_text
@@ -58,6 +59,13 @@ def _current_text(entry: Optional[polib.POEntry], english: str) -> Optional[str]
     return chinese(entry) if current(entry, english) else None
 
 
+def _printed_text(entry: Optional[polib.POEntry], one: printed.Printed) -> Optional[str]:
+    """A printed sentence's current Chinese, if it can stand in the code (else None: the English stays, and
+    ``--check`` says why)."""
+    text = _current_text(entry, one.english)
+    return None if text is None or printed.translation_problem(one.english, text, one.is_f_string) else text
+
+
 def check_line(text: str, prefix: str) -> str:
     """The Python literal of a check cell's printed line (``print("✓ checked: ...")``)."""
     return json.dumps(prefix + text, ensure_ascii=False)
@@ -93,10 +101,10 @@ def with_shown_strings(source: str, translations: List[Optional[str]]) -> str:
 
 
 def skeleton(source: str) -> Tuple[str, List[str]]:
-    """``source`` with each string it shows a learner blanked to ``""``, and those strings in order: two cells with
-    the same skeleton differ only in what they show."""
+    """``source`` with each string it shows a learner blanked to ``""`` and each sentence it prints reduced to its
+    fields, and those strings in order: two cells with the same skeleton differ only in what they show."""
     spans = learner_strings(source)
-    return with_shown_strings(source, [""] * len(spans)), [text for _, _, text in spans]
+    return printed.skeleton(with_shown_strings(source, [""] * len(spans))), [text for _, _, text in spans]
 
 
 def with_chinese_launch_cells(notebook: nbformat.NotebookNode, release: Release, path: str,
@@ -147,6 +155,10 @@ def translated(english: nbformat.NotebookNode, catalog: Catalog, shared: Catalog
         shown = [_current_text(messages.get(f"{cell.id}{TEXT_SUFFIX}{number}"), text)
                  for number, (_, _, text) in enumerate(learner_strings(cell.source))]
         cell.source = with_shown_strings(cell.source, shown)
+        if title_text(cell) is None:
+            cell.source = printed.with_printed(cell.source, [_printed_text(
+                messages.get(f"{cell.id}{printed.SUFFIX}{number}"), one) for number, one in enumerate(
+                    printed.printed_strings(cell.source))])
         if any(len(set(choices)) != len(choices) for choices in card_choices(cell.source)):
             raise TranslationError(f"{where}: two of a card's strings are translated alike")
         title = title_text(cell)

@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from authoring.translation.catalog import CATALOGS, LOCALE, po_text
-from authoring.translation.messages import Messages, current_translations, merged, present, problems
+from authoring.translation.catalog import CATALOGS, LOCALE
+from authoring.translation.messages import Messages, current_translations, file_problems, present, updated_file_text
 
 CATALOG = CATALOGS / "figures.po"
 LANGUAGE = LOCALE
@@ -45,11 +45,9 @@ def words(root: Path) -> Dict[str, str]:
 
 def updated_text(root: Path) -> Optional[str]:
     """The catalog brought in step with the English figures, as PO text; None without a catalog."""
-    catalog = present(root / CATALOG)
-    return None if catalog is None else po_text(merged(catalog, english_texts()))
+    return updated_file_text(root / CATALOG, english_texts)
 
 
 def catalog_problems(root: Path) -> List[str]:
     """Each text of the English figures without a current Chinese entry (nothing without a catalog)."""
-    catalog = present(root / CATALOG)
-    return [] if catalog is None else problems(catalog, english_texts(), CATALOG.as_posix(), copies_allowed=True)
+    return file_problems(root / CATALOG, english_texts, CATALOG.as_posix(), copies_allowed=True)

@@ -13,7 +13,7 @@ import ast
 import difflib
 import string
 from pathlib import Path
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import polib
 
@@ -126,6 +126,19 @@ def problems(catalog: Catalog, messages: Messages, name: str, copies_allowed: bo
 def present(path: Path) -> Optional[Catalog]:
     """The catalog at ``path``; None when there is none."""
     return load(path) if path.exists() else None
+
+
+def updated_file_text(path: Path, messages: Callable[[], Messages]) -> Optional[str]:
+    """The catalog at ``path`` brought in step with ``messages()``, as PO text; None where there is no catalog (and
+    then ``messages`` is not called: what it reads may not exist either)."""
+    catalog = present(path)
+    return None if catalog is None else po_text(merged(catalog, messages()))
+
+
+def file_problems(path: Path, messages: Callable[[], Messages], name: str, copies_allowed: bool = False) -> List[str]:
+    """``problems`` of the catalog at ``path`` against ``messages()`` (nothing where there is no catalog)."""
+    catalog = present(path)
+    return [] if catalog is None else problems(catalog, messages(), name, copies_allowed)
 
 
 def current_translations(catalog: Catalog) -> Dict[str, str]:

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from authoring.translation.catalog import CATALOGS, LOCALE, po_text
-from authoring.translation.messages import Messages, current_translations, merged, present, problems
+from authoring.translation.catalog import CATALOGS, LOCALE
+from authoring.translation.messages import Messages, current_translations, file_problems, present, updated_file_text
 
 ENGLISH = Path("docs") / "cheatsheet.md"
 CHINESE = Path("docs") / "cheatsheet.zh-CN.md"
@@ -76,11 +76,9 @@ def with_chinese_figures(text: str) -> str:
 
 def updated_text(root: Path) -> Optional[str]:
     """The sheet's catalog brought in step with the English sheet, as PO text; None without a catalog."""
-    catalog = present(root / CATALOG)
-    return None if catalog is None else po_text(merged(catalog, messages(root)))
+    return updated_file_text(root / CATALOG, lambda: messages(root))
 
 
 def catalog_problems(root: Path) -> List[str]:
     """Each unit of the English sheet without a current Chinese entry (nothing without a catalog)."""
-    catalog = present(root / CATALOG)
-    return [] if catalog is None else problems(catalog, messages(root), CATALOG.as_posix())
+    return file_problems(root / CATALOG, lambda: messages(root), CATALOG.as_posix())

@@ -13,8 +13,8 @@ from typing import Callable, List, Optional, Tuple
 import yaml
 
 from authoring.site.words import WORDS
-from authoring.translation.catalog import CATALOGS, po_text
-from authoring.translation.messages import Messages, current_translations, merged, present, problems
+from authoring.translation.catalog import CATALOGS
+from authoring.translation.messages import Messages, current_translations, file_problems, present, updated_file_text
 from authoring.translation.sheet import units
 
 CATALOG = CATALOGS / "site.po"
@@ -71,11 +71,9 @@ def translated_template(root: Path, translate: Translate) -> str:
 
 def updated_text(root: Path) -> Optional[str]:
     """The site's catalog brought in step with its English, as PO text; None without a catalog."""
-    catalog = present(root / CATALOG)
-    return None if catalog is None else po_text(merged(catalog, messages(root)))
+    return updated_file_text(root / CATALOG, lambda: messages(root))
 
 
 def catalog_problems(root: Path) -> List[str]:
     """Each English text of the site without a current Chinese entry (nothing without a catalog)."""
-    catalog = present(root / CATALOG)
-    return [] if catalog is None else problems(catalog, messages(root), CATALOG.as_posix())
+    return file_problems(root / CATALOG, lambda: messages(root), CATALOG.as_posix())

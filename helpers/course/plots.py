@@ -83,8 +83,8 @@ def show_plot(figure) -> None:  # type: ignore[no-untyped-def] # a matplotlib Fi
         return
     font = chinese_font()
     if font is None:
-        print(tr("No font for Chinese was found: the plot keeps its English words. Install one (for example "
-                 "fonts-noto-cjk) and run this cell again to see them in Chinese."))
+        print(tr("No font that draws this language was found: the plot's words stay as the code writes them. Install "
+                 "one (for example fonts-noto-cjk) and run this cell again."))
         _show(figure, {"font": None, "words": drawn_words(figure)})
         return
     _translate_words(figure)

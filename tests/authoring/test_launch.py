@@ -331,8 +331,10 @@ def test_the_helpers_need_only_packages_colab_has_or_the_setup_cell_installs():
     # accelerate and cloudpickle (notebook 08): in Colab's pip freeze, googlecolab/backend-info pip-freeze.txt at
     # a724079 (August 2026): accelerate==1.14.0, cloudpickle==3.1.2. yaml (PyYAML, helpers.tools.formulas): a
     # dependency of accelerate, so present wherever accelerate is.
+    # matplotlib (helpers.course.plots, imported when a plot is shown): in the same pip freeze (matplotlib==3.7.1 at
+    # 0042aa2, 2023), and the notebooks' own plots import it anyway.
     colab_has = {"torch", "ipywidgets", "IPython", "numpy", "nbformat", "nbclient", "ipykernel", "jupyter_core",
-                 "accelerate", "cloudpickle", "yaml"}
+                 "accelerate", "cloudpickle", "yaml", "matplotlib"}
     installed_by_the_cell = {"graphviz", "torchviz", "helpers"}
     third_party = {name for name, files in _helpers_imports().items()
                    if name not in sys.stdlib_module_names and not all(f.startswith(GRADER) for f in files)}
