@@ -1,10 +1,14 @@
 """Showing a notebook's own plot in the course's language: ``show_plot(figure)`` in place of ``plt.show()``.
 
-In English it is ``plt.show()``. Where the helpers speak Chinese (``COURSE_LANGUAGE``), the figure's words (axis
-labels, titles, legends, tick labels) are translated from the helpers' catalog and drawn in a font for Chinese; where
-the machine has no such font, the plot keeps its English words and a one-line note says how to get Chinese ones
-(never boxes for missing characters). A word the catalog does not hold (code, such as ``autograd.grad``) stays as
-it is. A label made from a template (``"teacher, {kind}"``) is translated with its field's value translated too.
+In English it is ``plt.show()``. Where the helpers speak Chinese (``COURSE_LANGUAGE``), the figure's words are
+translated from the helpers' catalog: a text whose whole content (spaces aside) is one of ``PLOT_WORDS`` (axis
+labels, titles, legend entries, and the tick labels of category axes or of ticks set by hand), a template such as
+``"teacher, {kind}"`` with its field's value translated too. A word the catalog does not hold (code, such as
+``autograd.grad``) stays as it is. Each translated text, and each tick label, then lists a font for Chinese after its
+own fonts, so matplotlib draws each character in the first font that has it: numbers stay in the figure's own font,
+and the figure can be saved or shown again later. Where the machine has no font for Chinese, the plot keeps its
+words as the code writes them and a one-line note says how to get one (never boxes for missing characters). The
+figure is the learner's: it keeps its translated words afterwards.
 """
 from __future__ import annotations
 
@@ -37,32 +41,56 @@ def _template(word: str) -> Optional["re.Pattern[str]"]:
 
 
 def translated_label(text: str) -> str:
-    """``text`` in the helpers' language when it is one of ``PLOT_WORDS`` (filled, for a template); else as it is."""
-    if text in PLOT_WORDS and "{" not in text:
-        return translated(text)
+    """``text`` in the helpers' language when, spaces aside, it is one of ``PLOT_WORDS`` (filled, for a template);
+    else as it is."""
+    words = " ".join(text.split())
+    if words in PLOT_WORDS and "{" not in words:
+        return translated(words)
     for word in PLOT_WORDS:
         pattern = _template(word)
-        match = pattern.match(text) if pattern else None
+        match = pattern.match(words) if pattern else None
         if match:
             return translated(word).format(**{name: translated_label(value) for name, value in match.groupdict().items()})
     return text
 
 
-def _translate_words(figure) -> None:  # type: ignore[no-untyped-def] # a matplotlib Figure
-    """Every text of ``figure`` translated. Tick labels made of words (categories, or set by hand) are made when the
-    figure is drawn: their formatter is wrapped to translate what it makes. Number formatters are left alone."""
+def _with_font(families: object, font: str) -> List[str]:
+    """A text's font families with ``font`` added last (matplotlib falls back to it for the characters the others
+    lack)."""
+    listed = [families] if isinstance(families, str) else list(families)  # type: ignore[call-overload]
+    return listed if font in listed else [*listed, font]
+
+
+def _translate_words(figure, font: str) -> None:  # type: ignore[no-untyped-def] # a matplotlib Figure
+    """Every text of ``figure`` translated and able to draw Chinese in ``font``. Tick labels made of words
+    (categories, or set by hand) are made when the figure is drawn: their formatters are wrapped to translate what
+    they make. Number formatters are left alone."""
     from matplotlib.category import StrCategoryFormatter
     from matplotlib.text import Text
     from matplotlib.ticker import FixedFormatter, FuncFormatter
 
     for text in figure.findobj(Text):
         text.set_text(translated_label(text.get_text()))
+        text.set_fontfamily(_with_font(text.get_fontfamily(), font))
     for axes in figure.axes:
         for axis in (axes.xaxis, axes.yaxis):
-            formatter = axis.get_major_formatter()
-            if isinstance(formatter, (StrCategoryFormatter, FixedFormatter)):
-                axis.set_major_formatter(FuncFormatter(
-                    lambda value, position, formatter=formatter: translated_label(formatter(value, position))))
+            for formatter, set_formatter in ((axis.get_major_formatter(), axis.set_major_formatter),
+                                             (axis.get_minor_formatter(), axis.set_minor_formatter)):
+                if isinstance(formatter, (StrCategoryFormatter, FixedFormatter)):
+                    set_formatter(FuncFormatter(
+                        lambda value, position, formatter=formatter: translated_label(formatter(value, position))))
+            _tick_labels_in(axis, font)
+
+
+def _tick_labels_in(axis, font: str) -> None:  # type: ignore[no-untyped-def] # a matplotlib Axis
+    """The axis's tick labels, those made later too, able to draw Chinese in ``font``."""
+    families = _with_font(axis.get_ticklabels()[0].get_fontfamily() if axis.get_ticklabels() else "sans-serif", font)
+    try:
+        axis.set_tick_params(which="both", labelfontfamily=families)
+    except (TypeError, ValueError):  # matplotlib before 3.8 has no labelfontfamily: set the labels that exist
+        for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+            tick.label1.set_fontfamily(families)
+            tick.label2.set_fontfamily(families)
 
 
 def drawn_words(figure) -> List[str]:  # type: ignore[no-untyped-def] # a matplotlib Figure
@@ -75,7 +103,6 @@ def drawn_words(figure) -> List[str]:  # type: ignore[no-untyped-def] # a matplo
 
 def show_plot(figure) -> None:  # type: ignore[no-untyped-def] # a matplotlib Figure
     """Show ``figure`` as ``plt.show()`` does, its words in the course's language where a font can draw them."""
-    import matplotlib
     import matplotlib.pyplot as plt
 
     if not chosen_language():
@@ -87,24 +114,20 @@ def show_plot(figure) -> None:  # type: ignore[no-untyped-def] # a matplotlib Fi
                  "one (for example fonts-noto-cjk) and run this cell again."))
         _show(figure, {"font": None, "words": drawn_words(figure)})
         return
-    _translate_words(figure)
-    families = [font, *matplotlib.rcParams["font.sans-serif"]]
-    with matplotlib.rc_context({"font.sans-serif": families}):  # matplotlib falls back, glyph by glyph, along the list
-        _show(figure, {"font": font, "words": drawn_words(figure)})
+    _translate_words(figure, font)
+    _show(figure, {"font": font, "words": drawn_words(figure)})
 
 
 def _show(figure, facts: Dict[str, object]) -> None:  # type: ignore[no-untyped-def] # a matplotlib Figure
-    """Display ``figure`` now (in IPython, with ``facts`` in the output's metadata), then close it so that the inline
-    backend does not show it again; outside IPython, ``plt.show()``."""
+    """Under the inline backend (Jupyter), display ``figure`` now with ``facts`` in the output's metadata, and close
+    it so that the backend does not show it again; with any other backend (a window, ipympl), ``plt.show()``."""
+    import matplotlib
     import matplotlib.pyplot as plt
 
-    try:
-        from IPython import get_ipython
-        from IPython.display import display
-    except ImportError:  # pragma: no cover - IPython comes with the course
-        get_ipython = None  # type: ignore[assignment]
-    if get_ipython is None or get_ipython() is None:
+    if "inline" not in matplotlib.get_backend():
         plt.show()
         return
+    from IPython.display import display
+
     display(figure, metadata={METADATA_KEY: facts})
     plt.close(figure)

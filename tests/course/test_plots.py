@@ -4,6 +4,7 @@ with a one-line note where there is none. The Chinese website's build shows the 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from unittest import mock
 
@@ -12,13 +13,14 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.text  # noqa: E402
 import pytest  # noqa: E402
 
 from helpers.course import plots  # noqa: E402
 from helpers.course.chinese_font import chinese_font  # noqa: E402
 from helpers.language import LANGUAGE_VARIABLE  # noqa: E402
 from tests.browser.conftest import in_ci  # noqa: E402
-from tests.plot_words import words_left_in_english, words_without_glyphs  # noqa: E402
+from tests.plot_words import texts_without_glyphs, words_left_in_english, words_without_glyphs  # noqa: E402
 
 
 def _figure():
@@ -65,8 +67,46 @@ def test_in_chinese_every_word_is_chinese_and_drawn_by_its_font():
     assert "教师模型，广为流传的修复" in words and "分离另一个模型（保持为 0）" in words, "templates and their fields"
     assert "autograd.grad" in words, "code stays as it is"
     assert not words_left_in_english(words), words
-    with matplotlib.rc_context({"font.sans-serif": [font, *matplotlib.rcParams["font.sans-serif"]]}):
-        assert not words_without_glyphs(words, font)
+    assert not texts_without_glyphs(figure), "each text draws every character with its own fonts"
+
+
+def _require_font() -> str:
+    font = chinese_font()
+    if font is None:
+        reason = "no font for Chinese on this machine (CI installs fonts-wqy-microhei)"
+        pytest.fail(f"CI is set: {reason}") if in_ci() else pytest.skip(reason)
+    return font
+
+
+def test_the_figure_draws_chinese_later_too_in_serif_and_with_its_own_number_font():
+    """The fonts go with each text, not with a setting in force while it is shown: saving it later draws no box; a
+    serif figure gets the Chinese font too; its numbers keep the figure's own font (the Chinese one comes last)."""
+    _require_font()
+    with matplotlib.rc_context({"font.family": "serif"}):
+        figure = _figure()
+    with mock.patch.dict(os.environ, {LANGUAGE_VARIABLE: "zh_CN"}), \
+            mock.patch.object(plots, "_show", lambda figure, facts: None):
+        plots.show_plot(figure)
+    figure.savefig(io.BytesIO(), format="png")  # after the show, outside any setting
+    assert not texts_without_glyphs(figure)
+    assert all(text.get_fontfamily()[0] == "serif" for text in figure.findobj(matplotlib.text.Text)
+               if text.get_text()), "each text's own font first"
+
+
+def test_a_label_with_spaces_or_line_breaks_around_it_is_translated():
+    with mock.patch.dict(os.environ, {LANGUAGE_VARIABLE: "zh_CN"}):
+        assert plots.translated_label("  test accuracy\n") == "测试准确率"
+        assert plots.translated_label("Replicas drifting\napart") == "副本逐渐偏离"
+
+
+def test_with_a_window_backend_it_leaves_the_showing_to_plt_show():
+    """Only Jupyter's inline backend gets the figure displayed (and closed); a window or ipympl gets plt.show()."""
+    figure = _figure()
+    with mock.patch.object(matplotlib, "get_backend", lambda: "TkAgg"), mock.patch.object(plt, "show") as show:
+        plots._show(figure, {})
+    show.assert_called_once_with()
+    assert plt.fignum_exists(figure.number)
+    plt.close(figure)
 
 
 def test_numbers_are_drawn_as_in_english():
