@@ -17,6 +17,7 @@ import pytest
 from authoring.generate import is_solution_notebook
 from authoring.lab_server import LabServer, start_lab_server, stop_lab_server
 from helpers.course.exercises.api import STRICT_VARIABLE
+from tests.ci import in_ci
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -30,10 +31,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update", "--disable-sync",
 ]
 
-
-def in_ci() -> bool:
-    """True when the CI variable is set (CI=true): there a missing browser fails instead of skipping."""
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def chromium_executable() -> Optional[str]:

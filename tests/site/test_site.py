@@ -31,7 +31,7 @@ from helpers.course.exercises.registry import exercises
 from helpers.course.plots import METADATA_KEY
 from helpers.language import tr
 from tests.browser.checks import error_card_title, speaking
-from tests.browser.conftest import in_ci
+from tests.ci import in_ci
 from tests.chinese_run import chinese_run_problems
 from tests.plot_words import words_left_in_english, words_without_glyphs
 from tests.paths import ROOT
