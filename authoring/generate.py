@@ -45,7 +45,8 @@ SOLUTIONS_JSON = Path("helpers") / "course" / "exercises" / "solutions.json"
 CATALOGS = zh_catalog.CATALOGS  # one <stem>.po per translated notebook, shared.po, and the catalogs below
 ZH_README = "README.zh-CN.md"
 SHARED_CATALOG = "shared"
-NOT_NOTEBOOKS = (SHARED_CATALOG, "helpers", "cheatsheet", "figures", "site")  # catalogs in i18n/zh_CN/ that are no notebook's
+# catalogs in i18n/zh_CN/ that are no notebook's
+NOT_NOTEBOOKS = (SHARED_CATALOG, "helpers", "cheatsheet", "figures", "site")
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 GENERATED_NOTE = (
     "Generated from solutions/ by `python -m authoring.generate`: edit the solution notebook, not this copy."

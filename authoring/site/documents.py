@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Dict, Tuple
 
 from authoring.site.pages import LANDING_PAGE
+from authoring.site.pages import with_line_under_title
 
 LINK = re.compile(r"\]\((?P<target>[^)#\s:]+)(?P<anchor>#[^)\s]*)?\)")
 READMES = ("README.md", "README.zh-CN.md")  # a link to either points at the landing page
@@ -42,7 +43,5 @@ def document_page(root: Path, source: str, under_title: str = "") -> Tuple[str, 
     """The document at ``source`` (``docs/NAME.md``) as a page, with ``under_title`` after its title line, and the
     repository files its relative links need, by their path."""
     text, needed = relinked(root, (root / source).read_text(encoding="utf-8"), source)
-    if under_title:
-        title, newline, rest = text.partition("\n")
-        text = f"{title}\n\n{under_title}\n{newline}{rest}"
+    text = with_line_under_title(text, under_title)
     return text, needed

@@ -3,7 +3,8 @@
 Jupyter Book 1 builds one language per book, so each edition is a book of its own, which ``bash book/build`` builds
 in turn; a translation's HTML goes into its folder of the English site. An edition's notebook pages stand at its
 student copies' path in the repository (``notebooks/``, ``notebooks/zh-CN/``): Jupyter Book's Colab and Binder
-buttons open the repository's file at the page's path. Every page links its counterpart in the other edition.
+buttons open the repository's file at the page's path. The landing page, each notebook page and each teachers'
+document link their counterpart in the other edition.
 """
 from __future__ import annotations
 
@@ -22,23 +23,20 @@ from authoring.translation.edition import FOLDER as CHINESE_FOLDER
 SOLUTIONS, STUDENT_COPIES = "solutions", NOTEBOOK_FOLDER
 
 
-def _english(text: str) -> str:
-    return text
-
-
 @dataclass(frozen=True)
 class Edition:
     """One language of the course as a website."""
 
     name: str  # the language's own name, as the other edition's link to it reads
-    language: str  # Sphinx's language for its pages (and COURSE_LANGUAGE for its kernels, but English)
+    language: str  # Sphinx's language for its pages ("en", "zh_CN"); book/build gives a translation's kernels the
+    #                same as COURSE_LANGUAGE
     site_folder: str  # where its HTML stands in the site: "" (the root) or "zh"
     folder: str  # its notebooks' folder under solutions/ and notebooks/: "" or "zh-CN"
     readme: str  # the README its landing page takes the map, the commands and the opening from
     setup_heading: str  # the start of that README's set-up section's heading
     documents: Tuple[Tuple[str, str], ...]  # (name, source): each teachers' document, English where untranslated
     joins_lines: bool = False  # its prose is Chinese: a line break between two of its characters is no space
-    say: Callable[[str], str] = field(default=_english, compare=False)  # the site's own words in this language
+    say: Callable[[str], str] = field(default=str, compare=False)  # the site's own words in this language
 
     @property
     def pages_folder(self) -> str:
@@ -85,10 +83,12 @@ def editions(root: Path) -> List[Edition]:
     found = [Edition(name="English", language="en", site_folder="", folder="", readme="README.md",
                      setup_heading="## Set-up", documents=_documents(root))]
     translate = site_words.translator(root)
-    if translate is not None and any((root / SOLUTIONS / CHINESE_FOLDER).glob("[0-9][0-9]_*.ipynb")):
-        found.append(Edition(name="中文", language=LOCALE, site_folder="zh", folder=CHINESE_FOLDER,
-                             readme="README.zh-CN.md", setup_heading="## 安装",
-                             documents=_documents(root, CHINESE_FOLDER), joins_lines=True, say=translate))
+    if translate is not None:
+        chinese = Edition(name="中文", language=LOCALE, site_folder="zh", folder=CHINESE_FOLDER,
+                          readme="README.zh-CN.md", setup_heading="## 安装", documents=_documents(root, CHINESE_FOLDER),
+                          joins_lines=True, say=translate)
+        if chinese.notebooks(root):
+            found.append(chinese)
     return found
 
 

@@ -11,6 +11,7 @@ from typing import Dict, List
 
 from authoring.launch_cells import readme_notebook_row, with_badges
 from authoring.site.pages import NOTEBOOK_FOLDER
+from authoring.site.pages import with_line_under_title
 from authoring.site.words import MAP_HEADER
 
 INTRO_MARKER = "<!-- from README: what the course teaches, and for whom -->"
@@ -77,7 +78,5 @@ def landing_page(template: str, readme: str, notebooks: List[str], setup_heading
         if marker not in template:
             raise LandingError(f"book/intro.md has no marker {marker}")
         template = template.replace(marker, text)
-    if under_title:
-        title, newline, rest = template.partition("\n")
-        template = f"{title}\n\n{under_title}\n{newline}{rest}"
+    template = with_line_under_title(template, under_title)
     return template

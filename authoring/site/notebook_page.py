@@ -10,7 +10,7 @@ import nbformat
 
 from authoring.launch_cells import is_setup_cell, with_badges
 from authoring.release_json import Release
-from authoring.site.pages import NOTEBOOK_FOLDER, STUDENT_FOLDER
+from authoring.site.pages import NOTEBOOK_FOLDER, STUDENT_FOLDER, with_line_under_title
 from authoring.site.words import DOWNLOAD, LAUNCH, PAGE_NOTE
 
 REMOVE_INPUT = "remove-input"  # Jupyter Book shows the cell's output, not its code
@@ -69,9 +69,8 @@ def notebook_page(solved: nbformat.NotebookNode, stem: str, release: Release, fo
         if cell.cell_type == "markdown":
             pictures.update(_attachments_as_files(cell, stem))
     titled = bool(cells) and cells[0].cell_type == "markdown" and cells[0].source.startswith("# ")
-    if titled and languages:
-        title, _, rest = cells[0].source.partition("\n")
-        cells[0].source = f"{title}\n\n{languages}\n\n{rest.lstrip(chr(10))}"
+    if titled:
+        cells[0].source = with_line_under_title(cells[0].source, languages)
     elif languages:
         cells.insert(0, nbformat.v4.new_markdown_cell(languages))
     note = nbformat.v4.new_markdown_cell(page_note(stem, release, folder, say))

@@ -3,7 +3,6 @@ documents (``editions.course_pages`` lists them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from authoring.site.words import COURSE_PART, TEACHERS_PART
@@ -13,6 +12,14 @@ STUDENT_FOLDER = "student"
 DOCS_FOLDER = "docs"
 LANDING_PAGE = "intro"
 TEACHER_DOCUMENTS = ("workshop", "cheatsheet", "hosting")
+
+
+def with_line_under_title(markdown: str, text: str) -> str:
+    """``markdown`` (a page, or a notebook's first cell) with ``text`` as a paragraph after its title line."""
+    if not text:
+        return markdown
+    title, _, rest = markdown.partition("\n")
+    return f"{title}\n\n{text}\n\n{rest.lstrip(chr(10))}"
 
 
 @dataclass(frozen=True)

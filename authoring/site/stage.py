@@ -52,13 +52,13 @@ def search_words(root: Path) -> str:
     return "".join(f"{word} {SEARCH_WORD_COUNT}\n" for word in words)
 
 
-def _config(root: Path, cache_base: Path, edition: Edition, search_dictionary: Optional[Path] = None) -> dict:
+def _config(root: Path, release: release_json.Release, cache_base: Path, edition: Edition,
+            search_dictionary: Optional[Path] = None) -> dict:
     """The book's ``_config.yml``: the base one with the release's buttons, the edition's title and language, and
     its own execution cache (its kernels speak its language, so its outputs differ from the English ones); with
     ``search_dictionary``, the words its search indexes whole."""
     base = yaml.safe_load((root / BOOK_FOLDER / "_config.yml").read_text(encoding="utf-8"))
-    cache = execution_cache(root, cache_base / edition.site_folder if edition.site_folder else cache_base)
-    config = book_config(base, release_json.load(root), cache)
+    config = book_config(base, release, execution_cache(root, cache_base / edition.site_folder))
     config["title"], config["author"] = edition.say(config["title"]), edition.say(config["author"])
     sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
     sphinx["language"] = edition.language
@@ -85,7 +85,7 @@ def book_files(root: Path, cache_base: Path, edition: Edition, all_editions: Lis
                            pages.notebook_folder, edition.say(MAP_HEADER), languages(everywhere(LANDING_PAGE)))
     landing, needed = relinked(root, landing, edition.readme)
     dictionary = folder / SEARCH_WORDS if edition.joins_lines and folder is not None else None
-    files = {"_config.yml": _yaml(_config(root, cache_base, edition, dictionary)),
+    files = {"_config.yml": _yaml(_config(root, release, cache_base, edition, dictionary)),
              "_toc.yml": _yaml(pages.toc(edition.say)), f"{LANDING_PAGE}.md": edition.prose(landing).encode("utf-8"),
              **needed}
     if dictionary is not None:
@@ -96,9 +96,6 @@ def book_files(root: Path, cache_base: Path, edition: Edition, all_editions: Lis
                         if stem in stems[other.site_folder]}
         page, pictures = notebook_page(solved, stem, release, pages.notebook_folder, edition.say,
                                        languages(counterparts))
-        for cell in page.cells:
-            if cell.cell_type == "markdown":
-                cell.source = edition.prose(cell.source)
         files[f"{pages.notebook_folder}/{stem}.ipynb"] = nbformat.writes(page).encode("utf-8")
         files.update({f"{pages.notebook_folder}/{path}": content for path, content in pictures.items()})
         files[f"{STUDENT_FOLDER}/{stem}.ipynb"] = (edition.student_copies(root) / f"{stem}.ipynb").read_bytes()

@@ -1,12 +1,13 @@
 """Writing a Chinese notebook from an English one and its catalog.
 
 Markdown cells take their Chinese from the catalog (lines joined where a break would show as a space between two
-characters: cjk.py); a check cell gets its title and its ``✓ checked:`` line in Chinese, and a ``predict`` card its question, choices and explanation; every other character of every code cell
-stays the English one (``english_code`` undoes the check lines, ``skeleton`` blanks the card's strings, and the tests
-compare the results with the English cell byte for byte). An entry that is missing or empty
-leaves the English in place, one that is stale keeps its old Chinese, each with a one-line note, so that an author
-sees it. A title or a card's string that is not current stays English (an old label could pair with the wrong
-outcome; a code cell has no room for a note). ``python -m authoring.generate --check`` fails on all of them.
+characters: cjk.py); a check cell gets its title and its ``✓ checked:`` line in Chinese, a ``predict`` card its
+question, choices and explanation, and a printed sentence its Chinese (printed.py); every other character of every
+code cell stays the English one (``english_code`` undoes the check lines, ``skeleton`` blanks the card's strings,
+and the tests compare the results with the English cell byte for byte). An entry that is missing or empty leaves the
+English in place, one that is stale keeps its old Chinese, each with a one-line note, so that an author sees it. A
+title or a card's string that is not current stays English (an old label could pair with the wrong outcome; a code
+cell has no room for a note). ``python -m authoring.generate --check`` fails on all of them.
 """
 from __future__ import annotations
 

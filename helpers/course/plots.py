@@ -12,6 +12,7 @@ figure is the learner's: it keeps its translated words afterwards.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Dict, List, Optional
 
@@ -31,6 +32,7 @@ PLOT_WORDS = (
 METADATA_KEY = "course_plot"  # the output's metadata: the words drawn and the font, for the tests
 
 
+@functools.lru_cache(maxsize=None)
 def _template(word: str) -> Optional["re.Pattern[str]"]:
     """A pattern matching what a word with ``{fields}`` becomes once filled; None for a word without fields."""
     if "{" not in word:
@@ -50,7 +52,8 @@ def translated_label(text: str) -> str:
         pattern = _template(word)
         match = pattern.match(words) if pattern else None
         if match:
-            return translated(word).format(**{name: translated_label(value) for name, value in match.groupdict().items()})
+            values = {name: translated_label(value) for name, value in match.groupdict().items()}
+            return translated(word).format(**values)
     return text
 
 

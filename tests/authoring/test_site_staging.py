@@ -141,7 +141,8 @@ def test_the_chinese_book_is_the_chinese_notebooks_readme_and_words(tmp_path):
             assert unit not in landing, f"English left on the Chinese landing page: {unit!r}"
     assert not re.search(rf"[{CJK}]\n[ \t]*[{CJK}]", landing), "a line break between two Chinese characters"
     page = nbformat.reads(files["notebooks/zh-CN/02_backward_twice.ipynb"].decode("utf-8"), as_version=4)
-    assert "<../../student/02_backward_twice.ipynb>" in page.cells[1].source and "下载学生版笔记本" in page.cells[1].source
+    note = page.cells[1].source
+    assert "<../../student/02_backward_twice.ipynb>" in note and "下载学生版笔记本" in note
     assert 'href="../../../notebooks/02_backward_twice.html"' in page.cells[0].source
     assert files["docs/cheatsheet.md"].decode("utf-8").startswith("# ") and "速查表" in files["docs/cheatsheet.md"].decode()
     for name, source in chinese.documents:
@@ -157,7 +158,8 @@ def test_a_released_chinese_page_opens_the_chinese_student_copy():
     page, _ = notebook_page(solved("02_backward_twice"), "02_backward_twice", RELEASE, chinese.pages_folder,
                             chinese.say)
     student_copy = "notebooks/zh-CN/02_backward_twice.ipynb"
-    assert RELEASE.colab_url(student_copy) in page.cells[1].source and RELEASE.binder_url(student_copy) in page.cells[1].source
+    note = page.cells[1].source
+    assert RELEASE.colab_url(student_copy) in note and RELEASE.binder_url(student_copy) in note
     assert "需要能访问 Google" in page.cells[1].source
 
 

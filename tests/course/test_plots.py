@@ -47,6 +47,15 @@ def _shown(language: str, without_font: bool = False):
     return shown
 
 
+def _require_font() -> str:
+    """The font for Chinese this machine has; the test skips without one (fails in CI, which installs one)."""
+    font = chinese_font()
+    if font is None:
+        reason = "no font for Chinese on this machine (CI installs fonts-wqy-microhei)"
+        pytest.fail(f"CI is set: {reason}") if in_ci() else pytest.skip(reason)
+    return font
+
+
 def test_in_english_it_is_plt_show():
     figure = _figure()
     with mock.patch.dict(os.environ, {LANGUAGE_VARIABLE: ""}), mock.patch.object(plt, "show") as show:
@@ -56,10 +65,7 @@ def test_in_english_it_is_plt_show():
 
 
 def test_in_chinese_every_word_is_chinese_and_drawn_by_its_font():
-    font = chinese_font()
-    if font is None:
-        reason = "no font for Chinese on this machine (CI installs fonts-wqy-microhei)"
-        pytest.fail(f"CI is set: {reason}") if in_ci() else pytest.skip(reason)
+    font = _require_font()
     (figure, facts), = _shown("zh_CN")
     words = facts["words"]
     assert facts["font"] == font
@@ -68,14 +74,6 @@ def test_in_chinese_every_word_is_chinese_and_drawn_by_its_font():
     assert "autograd.grad" in words, "code stays as it is"
     assert not words_left_in_english(words), words
     assert not texts_without_glyphs(figure), "each text draws every character with its own fonts"
-
-
-def _require_font() -> str:
-    font = chinese_font()
-    if font is None:
-        reason = "no font for Chinese on this machine (CI installs fonts-wqy-microhei)"
-        pytest.fail(f"CI is set: {reason}") if in_ci() else pytest.skip(reason)
-    return font
 
 
 def test_the_figure_draws_chinese_later_too_in_serif_and_with_its_own_number_font():
@@ -143,9 +141,7 @@ def test_a_font_installed_after_matplotlib_cached_its_fonts_is_found():
     the system's files again, so running the cell again finds it."""
     from matplotlib import font_manager
 
-    font = chinese_font()
-    if font is None:
-        pytest.skip("no font for Chinese on this machine")
+    font = _require_font()
     path = next(entry.fname for entry in font_manager.fontManager.ttflist if entry.name == font)
     cached = [entry for entry in font_manager.fontManager.ttflist if entry.fname != path]
     with mock.patch.object(font_manager.fontManager, "ttflist", cached), \

@@ -17,13 +17,14 @@ BUILD_TIMEOUT_S = 1800
 CACHE_BASE = ROOT / "book" / "_build" / ".jupyter_cache"
 THROWAWAY_REPOSITORY = "https://github.com/example-org/NAME"
 THROWAWAY_REF = "v1.0.0"
+TOOLS_MISSING = "the website's tools are not installed: pip install -r book/requirements.txt"
 KERNEL_START_FAILED = "Kernel died before replying to kernel_info"  # nbclient's words
 
 
 def site_unbuildable_reason() -> Optional[str]:
     """Why tests/site cannot build and open the website here (no Jupyter Book, no graphviz, no browser), or None."""
     if importlib.util.find_spec("jupyter_book") is None:
-        return "the website's tools are not installed: pip install -r book/requirements.txt"
+        return TOOLS_MISSING
     if shutil.which("dot") is None:
         return "graphviz's dot is missing (bash book/build needs it)"
     return browser_unavailable_reason()
@@ -33,7 +34,7 @@ def require_jupyter_book() -> None:
     """Skip without the site's tools (book/requirements.txt); fail instead under CI=true, which installs them."""
     if importlib.util.find_spec("jupyter_book") is not None:
         return
-    reason = "the website's tools are not installed: pip install -r book/requirements.txt"
+    reason = TOOLS_MISSING
     if in_ci():
         pytest.fail(f"CI is set and the website cannot be built: {reason}", pytrace=False)
     pytest.skip(reason)

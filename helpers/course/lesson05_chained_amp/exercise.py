@@ -363,11 +363,12 @@ def check_chained_amp_step(step_function: Callable[..., Any], device: Optional[t
         if diagnosis is not None:
             return failed(EXERCISE_ID, tr("With {run}: {diagnosis}", run=translated(description),
                                           diagnosis=diagnosis))
-    return passed(EXERCISE_ID, tr("For {steps} steps on {device} with two sets of optimizers, under GradScaler and autocast, "
-                                  "tenc was stepped with the gradient of loss_tenc and unet with that of loss_tenc + "
-                                  "loss_unet, each clipped to max_norm after unscaling (within 1%), in a safe order; "
-                                  "on the step with an inf in tenc's gradient, tenc was left alone, unet stepped and "
-                                  "the scale shrank.", steps=STEPS, device=device.type))
+    return passed(EXERCISE_ID, tr("For {steps} steps on {device} with two sets of optimizers, under GradScaler and "
+                                  "autocast, tenc was stepped with the gradient of loss_tenc and unet with that of "
+                                  "loss_tenc + loss_unet, each clipped to max_norm after unscaling (within 1%), in a "
+                                  "safe order; on the step with an inf in tenc's gradient, tenc was left alone, unet "
+                                  "stepped and the scale shrank.",
+                                  steps=STEPS, device=device.type))
 
 
 EXERCISE = Exercise(
