@@ -60,6 +60,12 @@ def space() -> str:
     return "" if chosen_language().startswith("zh") else " "
 
 
+def comma(translate: bool = True) -> str:
+    """What goes between the items of a list of words: ", " in English, "，" in Chinese (``translate``: in the chosen
+    language, else English)."""
+    return "，" if translate and chosen_language().startswith("zh") else ", "
+
+
 def marked(message: str) -> str:
     """``message`` unchanged: marks a constant for the catalog, to be shown with ``translated``."""
     return message
@@ -68,3 +74,11 @@ def marked(message: str) -> str:
 def translated(message: str, /, **values: object) -> str:
     """``tr`` for a message marked elsewhere (with ``marked`` or ``tr``): its argument need not be a literal."""
     return tr(message, **values)
+
+
+def translated_if(translate: bool, message: str, /, **values: object) -> str:
+    """``message`` (marked elsewhere) with its fields filled: ``translated`` when ``translate``, else in English (a
+    picture where no font draws the chosen language; text that code reads)."""
+    if translate:
+        return translated(message, **values)
+    return message.format(**values) if values else message

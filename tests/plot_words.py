@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
-from helpers.course.chinese_font import chinese_font
+from helpers.chinese_font import chinese_font
 
 ENGLISH_PROSE = re.compile(r"[A-Za-z]{2,} [A-Za-z]{2,}")  # two English words in a row ("copied fix"); code such as
 #                                                           "autograd.grad" or "inputs= + retain_graph" may stay

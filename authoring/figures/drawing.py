@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from authoring.figures.palette import INK, WHITE, Style, grey_level
-from helpers.course.chinese_font import chinese_font
+from helpers.chinese_font import chinese_font
 
 DPI = 150
 FONT_SIZE = 11  # points; nothing is written smaller than SMALL

@@ -16,7 +16,7 @@ import functools
 import re
 from typing import Dict, List, Optional
 
-from helpers.course.chinese_font import chinese_font
+from helpers.chinese_font import chinese_font
 from helpers.language import chosen_language, marked, tr, translated
 
 # The words of the notebooks' plots (04: costs and distillation, 08: replicas drifting), with the names of the

@@ -27,18 +27,20 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import torch
 from torch import nn
 
-from helpers.language import marked, tr, translated
+from helpers.language import marked, tr, translated, translated_if
 from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.display import card_html, pre_html
 from helpers.tools.module_calls import Box, module_calls, module_types
 from helpers.tools.module_graph import (
-    REGION_NOTES,
     REGION_STYLE,
     inside_digraph,
     module_digraph,
     module_text,
+    output_label,
     region_boxes,
+    region_line,
 )
+from helpers.tools.picture_language import PictureWords, picture_words
 from helpers.tools.regions import opaque_region
 from helpers.tools.traversal import children, graph_nodes
 
@@ -53,13 +55,15 @@ INSTALL_GRAPHVIZ = marked(
 FULL_DRAWING_MAX_NODES = 300
 
 Outputs = Union[torch.Tensor, Sequence[torch.Tensor], Mapping[str, torch.Tensor]]
-# A note of the module view: in English where the picture draws it, translated where it is shown beside the picture.
+# A note of the module view: as the picture draws it (in English where it cannot draw the learner's language), and
+# translated, where it is shown beside the picture.
 Note = Tuple[str, str]
 
 
-def both(message: str, **fields: Any) -> Note:
-    """``message`` (marked) with its fields filled, in English (drawn inside a picture) and translated (beside it)."""
-    return (message.format(**fields) if fields else message), translated(message, **fields)
+def both(message: str, translate: bool, **fields: Any) -> Note:
+    """``message`` (marked) with its fields filled, as the picture draws it (``translate``: in the learner's language,
+    else English) and translated (beside it)."""
+    return translated_if(translate, message, **fields), translated(message, **fields)
 
 
 def _missing_graphviz() -> str:
@@ -163,19 +167,19 @@ def graph_as_text(
     output_labels: Dict[int, str] = {}
     for name, tensor in named_outputs.items():
         if tensor.grad_fn is not None:
-            label = name if name.startswith("output") else tr("output {name}", name=name)
+            label = output_label(name, True) if name.startswith("output") else tr("output {name}", name=name)
             output_labels.setdefault(id(tensor.grad_fn), f"  ({label})")
     lines = []
     for node in nodes:
         label = type(node).__name__
         variable = getattr(node, "variable", None)
         if variable is not None:
-            label += f"  {param_names.get(id(variable), 'leaf')} {list(variable.shape)}"
+            label += f"  {param_names.get(id(variable), tr('leaf'))} {list(variable.shape)}"
         if tag is not None:
             label += f"  ({tag(node)})"
         region = opaque_region(node)
         if region is not None:
-            label += f"  [{region}: {translated(REGION_NOTES[region]).replace(chr(10), ' ')}]"
+            label += f"  [{region_line(region, True)}]"
         children = [f"[{numbers[id(child)]}]" for child, _ in node.next_functions if child is not None]
         arrow = f"  -> {', '.join(children)}" if children else ""
         lines.append(f"[{numbers[id(node)]}] {label}{output_labels.get(id(node), '')}{arrow}")
@@ -371,9 +375,10 @@ def _tensor_label(tensor: torch.Tensor, name: str = "") -> str:
     return "%s\n (%s)" % (name, ", ".join(str(size) for size in tensor.shape))
 
 
-def graph_digraph(outputs: Mapping[str, torch.Tensor], param_names: Mapping[int, str]) -> Any:
+def graph_digraph(outputs: Mapping[str, torch.Tensor], param_names: Mapping[int, str], translate: bool = False) -> Any:
     """Every node behind ``outputs`` as a ``graphviz.Digraph`` in torchviz's look (grey nodes, blue parameters,
-    green outputs), and each checkpointed or compiled region as one labelled box (``region_boxes``).
+    green outputs), and each checkpointed or compiled region as one labelled box (``region_boxes``), its words in
+    the learner's language when ``translate``.
 
     It reads each node's class, ``next_functions`` and ``variable`` only: never a saved tensor, so it draws a graph
     whose buffers were freed, and never recomputes a checkpointed block (torchviz reads a custom node's
@@ -387,7 +392,7 @@ def graph_digraph(outputs: Mapping[str, torch.Tensor], param_names: Mapping[int,
     keys = {id(node): regions[id(node)].key if id(node) in regions else str(id(node)) for node in nodes}
     drawn: set = set()
     for name, tensor in outputs.items():
-        digraph.node(str(id(tensor)), _tensor_label(tensor, name), fillcolor="darkolivegreen1")
+        digraph.node(str(id(tensor)), _tensor_label(tensor, output_label(name, translate)), fillcolor="darkolivegreen1")
         if tensor.grad_fn is not None:
             digraph.edge(keys[id(tensor.grad_fn)], str(id(tensor)))
         if tensor._is_view() and tensor._base is not None and id(tensor._base) not in drawn:
@@ -400,7 +405,7 @@ def graph_digraph(outputs: Mapping[str, torch.Tensor], param_names: Mapping[int,
         if key not in drawn:
             drawn.add(key)
             if id(node) in regions:
-                digraph.node(key, regions[id(node)].label(), **REGION_STYLE)
+                digraph.node(key, regions[id(node)].label(translate), **REGION_STYLE)
             else:
                 digraph.node(key, type(node).__name__)
         variable = getattr(node, "variable", None)
@@ -429,20 +434,21 @@ def draw_graph(outputs: Any, params: Any = None, full: Optional[bool] = None) ->
     mistake = draw_graph_mistake(outputs, params, full)
     if mistake is not None:
         return GraphPicture.refused(mistake)
+    words = picture_words()
     try:
         node_count = len(graph_nodes(read_outputs(outputs).values()))
         if full is False or (full is None and node_count > FULL_DRAWING_MAX_NODES):
             note = None if full is False else both(marked(
                 "{count} autograd nodes: drawn one box per module call. To draw every node: "
                 "draw_graph(..., full=True), {count} boxes that graphviz may take seconds to lay out"),
-                count=node_count)
-            return _draw_modules(outputs, params, None, None, note)
+                words.translate, count=node_count)
+            return _draw_modules(outputs, params, None, None, note, words)
         text = graph_as_text(outputs, params)
     except Exception as error:  # a graph this tool cannot read: say so rather than stop the lesson
         return GraphPicture(None, tr("(no graph)"), _unreadable(error))
     problem = None if dot_available() else translated(INSTALL_GRAPHVIZ)
     try:
-        digraph = graph_digraph(read_outputs(outputs).tensors, read_parameters(params).names_by_id())
+        digraph = graph_digraph(read_outputs(outputs).tensors, read_parameters(params).names_by_id(), words.translate)
     except ImportError:
         return GraphPicture(None, text, _missing_graphviz())
     except Exception as error:  # a drawing bug must not stop a lesson
@@ -473,12 +479,12 @@ def draw_module_graph(outputs: Any, params: Any = None, depth: Optional[int] = N
     if mistake is not None:
         return GraphPicture.refused(mistake)
     try:
-        return _draw_modules(outputs, params, depth, inside, None)
+        return _draw_modules(outputs, params, depth, inside, None, picture_words())
     except Exception as error:  # a graph this tool cannot read: say so rather than stop the lesson
         return GraphPicture(None, tr("(no graph)"), _undrawable(error))
 
 
-# A box's extra lines and graphviz style; its second argument: for the text form (translated) or the picture (English).
+# A box's extra lines and graphviz style; its second argument: True for the learner's language, False for English.
 Annotate = Callable[[Box, bool], Tuple[List[str], Dict[str, str]]]
 
 
@@ -495,9 +501,10 @@ def _once_per_box(annotate: Annotate) -> Annotate:
 
 
 def _draw_modules(outputs: Any, params: Any, depth: Optional[int], inside: Optional[str],
-                  note: Optional[Note], annotate: Optional[Annotate] = None) -> GraphPicture:
-    """The module view (or one module's inside); ``annotate(box, shown)`` gives a box's extra lines and graphviz
-    style. ``note``: in English for the picture's title, translated beside the picture (``both``)."""
+                  note: Optional[Note], words: PictureWords, annotate: Optional[Annotate] = None) -> GraphPicture:
+    """The module view (or one module's inside); ``annotate(box, translate)`` gives a box's extra lines and graphviz
+    style. ``note``: as the picture's title draws it, and translated beside the picture (``both``). ``words``: the
+    picture's language. The text form stays English (notebook 06 reads it)."""
     if annotate is not None:
         annotate = _once_per_box(annotate)
     named_outputs = read_outputs(outputs).tensors
@@ -507,19 +514,24 @@ def _draw_modules(outputs: Any, params: Any, depth: Optional[int], inside: Optio
     names = sorted({box.name for box in calls.boxes if box.kind == "module"})
     if inside is not None and inside not in names:
         note = both(marked("no module call named {name} in this graph; boxes at that depth: {names}"),
-                    name=repr(inside), names=", ".join(names) or "none") if names else \
-            both(marked("no module call named {name} in this graph; boxes at that depth: none"), name=repr(inside))
+                    words.translate, name=repr(inside), names=", ".join(names)) if names else \
+            both(marked("no module call named {name} in this graph; boxes at that depth: none"), words.translate,
+                 name=repr(inside))
         inside, calls = None, module_calls(named_outputs, param_names, depth)
         names = sorted({box.name for box in calls.boxes if box.kind == "module"})
     text = module_text(calls, types, annotate)
     if inside is not None:
-        title = f"inside {inside}: every autograd node of its calls; parameters in blue, dashed: the boxes around it"
-        make = functools.partial(inside_digraph, calls, inside, param_names, title)
+        title = translated_if(words.translate, marked(
+            "inside {module}: every autograd node of its calls; parameters in blue, dashed: the boxes around it"),
+            module=inside)
+        make = functools.partial(inside_digraph, calls, inside, param_names, title, words.translate)
     else:
         example = f'inside="{names[0]}"' if names else "inside=NAME"
-        title = (f"one box per module call, depth {calls.depth}: draw_module_graph(..., depth=N) for bigger or "
-                 f"smaller boxes, {example} for one box's autograd nodes")
-        make = functools.partial(module_digraph, calls, types, f"{note[0]}\n{title}" if note else title, annotate)
+        title = translated_if(words.translate, marked(
+            "one box per module call, depth {depth}: draw_module_graph(..., depth=N) for bigger or smaller boxes, "
+            "{example} for one box's autograd nodes"), depth=calls.depth, example=example)
+        make = functools.partial(module_digraph, calls, types, f"{note[0]}\n{title}" if note else title, annotate,
+                                 words.translate)
     shown_note = note[1] if note else None
     try:
         digraph = make()

@@ -13,10 +13,11 @@ nodes are drawn as ordinary nodes.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from helpers.language import marked, tr, translated
+from helpers.language import marked, space, translated, translated_if
 from helpers.tools.module_calls import Box, ModuleCalls
 from helpers.tools.regions import (
     COMPILED,
@@ -27,8 +28,8 @@ from helpers.tools.regions import (
 )
 from helpers.tools.traversal import children
 
-# What the tools know about each kind of region, said in the box under its kind (English in a picture; the text form
-# shows it translated).
+# What the tools know about each kind of region, said in the box under its kind (in the learner's language where the
+# picture can draw it; the text forms of draw_graph and draw_saved_graph translate it, the module view's stays English).
 REGION_NOTES = {
     REENTRANT_CHECKPOINT: marked("recomputed in the backward;\nthe nodes and parameters inside are not in this graph"),
     NON_REENTRANT_CHECKPOINT: marked(
@@ -47,14 +48,19 @@ class RegionBox:
     kind: str
     nodes: List[Any] = field(default_factory=list)
 
-    def label(self) -> str:
-        """``checkpoint (use_reentrant=False)`` / what the tools know / the nodes it holds."""
+    def label(self, translate: bool = False) -> str:
+        """``checkpoint (use_reentrant=False)`` / what the tools know / the nodes it holds; ``translate``: in the
+        learner's language."""
         counts: Dict[str, int] = {}
         for node in self.nodes:
             counts[type(node).__name__] = counts.get(type(node).__name__, 0) + 1
         names = [name if count == 1 else f"{name} x{count}" for name, count in counts.items()]
-        held = ", ".join(names[:3]) + (f", +{len(names) - 3} more" if len(names) > 3 else "")
-        return f"{self.kind}\n{REGION_NOTES[self.kind]}\n{len(self.nodes)} autograd node(s): {held}"
+        held = ", ".join(names[:3])
+        if len(names) > 3:
+            held = translated_if(translate, marked("{names}, +{count} more"), names=held, count=len(names) - 3)
+        nodes = translated_if(translate, marked("{count} autograd node(s): {names}"), count=len(self.nodes),
+                              names=held)
+        return f"{region_kind(self.kind, translate)}\n{_note(self.kind, translate)}\n{nodes}"
 
 
 def region_boxes(nodes: Sequence[Any]) -> Dict[int, RegionBox]:
@@ -92,7 +98,7 @@ def region_boxes(nodes: Sequence[Any]) -> Dict[int, RegionBox]:
 
 
 # A box's extra lines (e.g. its saved tensors' states) and graphviz attributes that override its style; its second
-# argument: True for the text form (translated), False for the picture (English).
+# argument: True for the learner's language (a picture that can draw it), False for English (the module view's text).
 Annotate = Callable[[Box, bool], Tuple[List[str], Dict[str, str]]]
 
 MIN_FONT_PT = 9
@@ -104,34 +110,58 @@ PARAMETER_FILL = "lightblue"
 GRAPH_STYLE = dict(ranksep="0.3", nodesep="0.25", labelloc="t", labeljust="l", fontsize="10", fontname="monospace")
 
 
-def _note(kind: str, shown: bool) -> str:
-    return translated(REGION_NOTES[kind]) if shown else REGION_NOTES[kind]
+def _note(kind: str, translate: bool) -> str:
+    return translated_if(translate, REGION_NOTES[kind])
 
 
-def box_title(box: Box, types: Mapping[str, str], shown: bool = False) -> str:
+def region_kind(kind: str, translate: bool = False) -> str:
+    """A region's kind as a picture or text form shows it (``torch.compile region``; the checkpoints' are code)."""
+    return translated_if(translate, kind)
+
+
+def region_line(kind: str, translate: bool = False) -> str:
+    """``kind: what the tools know about it`` on one line; ``translate``: in the learner's language."""
+    note = _note(kind, translate).replace("\n", space() if translate else " ")
+    return translated_if(translate, marked("{kind}: {note}"), kind=region_kind(kind, translate), note=note)
+
+
+def output_label(name: str, translate: bool = False) -> str:
+    """An output's name as a picture draws it: the names the tools give (``output``, ``output 2``, see
+    ``arguments.read_outputs``) in the learner's language when ``translate``; a name the learner gave as it is."""
+    numbered = re.fullmatch(r"output (\d+)", name)
+    if numbered:
+        return translated_if(translate, marked("output {number}"), number=numbered.group(1))
+    return translated_if(translate, marked("output")) if name == "output" else name
+
+
+def _call_line(box: Box, translate: bool) -> str:
+    return translated_if(translate, marked("call {call} of {calls}"), call=box.call, calls=box.calls)
+
+
+def box_title(box: Box, types: Mapping[str, str], translate: bool = False) -> str:
     """``G.main.3 (ConvTranspose2d), call 2 of 3``; an op run's names; ``leaf [3, 4]``; a region's kind.
-    English for a picture; ``shown``: translated, for the text form."""
+    ``translate``: in the learner's language (a picture that can draw it), else English (the module view's text)."""
     if box.kind == "region":
-        return f"{box.name}: " + _note(box.name, shown).replace("\n", " ")
-    if box.kind != "module":
-        return box.name
+        return region_line(box.name, translate)
+    if box.kind == "input" and translate:  # "leaf [3, 4]"
+        return translated(marked("leaf {shape}"), shape=list(box.nodes[0].variable.shape))
+    if box.kind != "module":  # a run of ops: named after the outputs it makes, if any
+        return ", ".join(output_label(output, translate) for output in box.outputs) if box.outputs else box.name
     title = f"{box.name} ({types[box.name]})" if box.name in types else box.name
     if box.calls <= 1:
         return title
-    if shown:
-        return tr("{module}, call {call} of {calls}", module=title, call=box.call, calls=box.calls)
-    return f"{title}, call {box.call} of {box.calls}"
+    return translated_if(translate, marked("{module}, call {call} of {calls}"), module=title, call=box.call,
+                         calls=box.calls)
 
 
-def _region_lines(box: Box, shown: bool = False) -> List[str]:
+def _region_lines(box: Box, translate: bool = False) -> List[str]:
     """What a box says about the opaque regions in it: the parameters a region node reads, a checkpoint's nodes.
-    English for a picture; ``shown``: translated, for the text form."""
+    ``translate``: in the learner's language."""
     if box.kind == "region":
         if not box.reads:
             return []
-        reads = ", ".join(box.reads)
-        return [tr("reads the parameters of {modules}", modules=reads) if shown else f"reads the parameters of {reads}"]
-    return [f"{kind}: " + _note(kind, shown).replace("\n", " ") for kind in box.regions]
+        return [translated_if(translate, marked("reads the parameters of {modules}"), modules=", ".join(box.reads))]
+    return [region_line(kind, translate) for kind in box.regions]
 
 
 def module_text(calls: ModuleCalls, types: Mapping[str, str], annotate: Optional[Annotate] = None) -> str:
@@ -159,54 +189,69 @@ def _fill(name: str, models: List[str]) -> str:
     return MODEL_FILLS[models.index(model) % len(MODEL_FILLS)]
 
 
+def _module_label(box: Box, types: Mapping[str, str], translate: bool) -> str:
+    """A module call's box: its name, its type, which call it is."""
+    lines = [box.name] + ([f"({types[box.name]})"] if box.name in types else [])
+    lines += [_call_line(box, translate)] if box.calls > 1 else []
+    lines.append(translated_if(translate, marked("{count} autograd nodes"), count=len(box.nodes)))
+    return "\n".join(lines)
+
+
 def module_digraph(calls: ModuleCalls, types: Mapping[str, str], title: Optional[str] = None,
-                   annotate: Optional[Annotate] = None) -> Any:
+                   annotate: Optional[Annotate] = None, translate: bool = False) -> Any:
     """The module view as a ``graphviz.Digraph``: module calls as rounded boxes, op runs grey, outputs green,
-    opaque regions (checkpointed, compiled) orange and dashed; ``annotate`` adds lines and style to a box."""
+    opaque regions (checkpointed, compiled) orange and dashed; ``annotate`` adds lines and style to a box;
+    ``translate``: its words in the learner's language."""
     import graphviz
 
     digraph = graphviz.Digraph(graph_attr=dict(GRAPH_STYLE, label=title or ""), node_attr=FONT, edge_attr=FONT)
     models: List[str] = []
     for box in calls.boxes:
-        extra, style = annotate(box, False) if annotate is not None else ([], {})
-        lines = "".join(f"\n{line}" for line in _region_lines(box) + extra)
-        marked = dict(style="filled,bold,dashed", color=REGION_STYLE["color"]) if box.regions else {}
+        extra, style = annotate(box, translate) if annotate is not None else ([], {})
+        lines = "".join(f"\n{line}" for line in _region_lines(box, translate) + extra)
+        dashed = dict(style="filled,bold,dashed", color=REGION_STYLE["color"]) if box.regions else {}
         if box.kind == "region":
-            label = f"{box.name}\n{REGION_NOTES[box.name]}\n{len(box.nodes)} autograd node(s){lines}"
+            count = translated_if(translate, marked("{count} autograd node(s)"), count=len(box.nodes))
+            label = f"{region_kind(box.name, translate)}\n{_note(box.name, translate)}\n{count}{lines}"
             digraph.node(box.key, label, **{**REGION_STYLE, **style})
         elif box.kind == "module":
-            label = box_title(box, types).replace(" (", "\n(", 1).replace(", call", "\ncall", 1)
             base = dict(shape="box", style="rounded,filled", fillcolor=_fill(box.name, models), fontsize="11")
-            marked = dict(marked, style="rounded,filled,bold,dashed") if marked else {}
-            digraph.node(box.key, f"{label}\n{len(box.nodes)} autograd nodes{lines}", **{**base, **marked, **style})
+            dashed = dict(dashed, style="rounded,filled,bold,dashed") if dashed else {}
+            digraph.node(box.key, _module_label(box, types, translate) + lines, **{**base, **dashed, **style})
         elif box.kind == "input":
-            digraph.node(box.key, box.name + lines, **{"shape": "box", "style": "filled", "fillcolor": PARAMETER_FILL,
-                                                       **style})
+            digraph.node(box.key, box_title(box, types, translate) + lines,
+                         **{"shape": "box", "style": "filled", "fillcolor": PARAMETER_FILL, **style})
         else:
             ops = f"\n({box.ops})" if box.ops != box.name else ""
             fill = OUTPUT_FILL if box.outputs else "#eeeeee"
-            digraph.node(box.key, box.name + ops + lines, **{**OPS_STYLE, "fillcolor": fill, **marked, **style})
+            digraph.node(box.key, box_title(box, types, translate) + ops + lines,
+                         **{**OPS_STYLE, "fillcolor": fill, **dashed, **style})
         if box.kind in ("module", "region"):
             for output in box.outputs:
-                digraph.node(f"{box.key}_{output}", output, shape="box", style="filled", fillcolor=OUTPUT_FILL)
+                digraph.node(f"{box.key}_{output}", output_label(output, translate), shape="box", style="filled",
+                             fillcolor=OUTPUT_FILL)
                 digraph.edge(box.key, f"{box.key}_{output}")
     for source, target in calls.edges:
         digraph.edge(source, target)
     return digraph
 
 
-def inside_digraph(calls: ModuleCalls, module: str, param_names: Mapping[int, str], title: str) -> Any:
-    """Every autograd node of ``module``'s calls (one cluster per call), its parameters, and the boxes around it."""
+def inside_digraph(calls: ModuleCalls, module: str, param_names: Mapping[int, str], title: str,
+                   translate: bool = False) -> Any:
+    """Every autograd node of ``module``'s calls (one cluster per call), its parameters, and the boxes around it;
+    ``translate``: its words in the learner's language."""
     import graphviz
 
     digraph = graphviz.Digraph(graph_attr=dict(GRAPH_STYLE, label=title), node_attr=dict(FONT, shape="box"),
                                edge_attr=FONT)
     inside = [box for box in calls.boxes if box.name == module and box.kind == "module"]
     members = {id(node) for box in inside for node in box.nodes}
-    titles = {box.key: box_title(box, {}) for box in calls.boxes}
+    titles = {box.key: box_title(box, {}, translate) for box in calls.boxes}
     for box in inside:
         with digraph.subgraph(name=f"cluster_{box.key}") as cluster:
-            cluster.attr(label=f"{module}, call {box.call} of {box.calls}", style="rounded,filled",
+            label = translated_if(translate, marked("{module}, call {call} of {calls}"), module=module, call=box.call,
+                                  calls=box.calls)
+            cluster.attr(label=label, style="rounded,filled",
                          fillcolor=MODEL_FILLS[0], color="#555555")
             for node in box.nodes:
                 cluster.node(str(id(node)), type(node).__name__, style="filled", fillcolor="lightgrey")
@@ -224,7 +269,8 @@ def inside_digraph(calls: ModuleCalls, module: str, param_names: Mapping[int, st
                     digraph.edge(str(id(child)), str(id(node)))
                 elif id(child) in calls.box_of:
                     source = calls.box_of[id(child)]
-                    digraph.node(f"from_{source}", f"from {titles[source]}", style="dashed")  # once per box
+                    digraph.node(f"from_{source}", translated_if(translate, marked("from {box}"), box=titles[source]),
+                                 style="dashed")  # once per box
                     digraph.edge(f"from_{source}", str(id(node)), style="dashed")
     for box in calls.boxes:
         if box.name == module and box.kind == "module":
@@ -232,6 +278,7 @@ def inside_digraph(calls: ModuleCalls, module: str, param_names: Mapping[int, st
         for node in box.nodes:
             for child, _ in getattr(node, "next_functions", ()):
                 if child is not None and id(child) in members:
-                    digraph.node(f"to_{box.key}", f"to {box_title(box, {})}", style="dashed")
+                    digraph.node(f"to_{box.key}", translated_if(translate, marked("to {box}"), box=titles[box.key]),
+                                 style="dashed")
                     digraph.edge(str(id(child)), f"to_{box.key}", style="dashed")
     return digraph

@@ -17,11 +17,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from helpers.language import marked
 from helpers.tools import hook_probe, traversal
 
 REENTRANT_CHECKPOINT = "checkpoint (use_reentrant=True)"
 NON_REENTRANT_CHECKPOINT = "checkpoint (use_reentrant=False)"
-COMPILED = "torch.compile region"
+COMPILED = marked("torch.compile region")  # shown translated in pictures (module_graph.region_kind)
 CHECKPOINT_MODULE = "torch.utils.checkpoint"
 
 _OPAQUE_NODES = {"CheckpointFunctionBackward": REENTRANT_CHECKPOINT, "CompiledFunctionBackward": COMPILED}

@@ -89,7 +89,7 @@ class SavedTensor:
     @property
     def shown_state_label(self) -> str:
         """``state_label`` in the learner's language (``state_label`` itself stays English: code compares it, and
-        pictures draw it)."""
+        pictures draw it where no font draws the learner's language)."""
         if self.state is State.UNSEEN:
             return tr("unseen ({reason})", reason=translated(self.reason)) if self.reason else tr("unseen")
         if self.state is State.FREED:

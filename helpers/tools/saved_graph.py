@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import torch
 
-from helpers.language import marked, tr, translated
+from helpers.language import comma, marked, tr, translated, translated_if
 from helpers.tools.arguments import read_outputs, read_parameters
 from helpers.tools.graph import (
     FULL_DRAWING_MAX_NODES,
@@ -28,7 +28,8 @@ from helpers.tools.graph import (
     graph_as_text,
 )
 from helpers.tools.module_calls import Box
-from helpers.tools.module_graph import REGION_STYLE, region_boxes
+from helpers.tools.module_graph import REGION_STYLE, output_label, region_boxes
+from helpers.tools.picture_language import PictureWords, picture_words
 from helpers.tools.regions import opaque_region
 from helpers.tools.saved import SavedTensor, State, _saved_tensors_of, graph_nodes, model_of_nodes
 
@@ -52,26 +53,21 @@ def _losses_of(nodes: Sequence[Any], losses: Mapping[str, torch.Tensor]) -> Dict
     return {id(node): [name for name, members in subgraphs.items() if id(node) in members] for node in nodes}
 
 
-def _saved_label(saved: SavedTensor, shown: bool = False) -> str:
-    """A saved tensor's lines: English in a picture; ``shown``: its state translated, for the text form."""
+def _saved_label(saved: SavedTensor, translate: bool = False) -> str:
+    """A saved tensor's lines; ``translate``: its state in the learner's language."""
     lines = [saved.attribute]
     if saved.shape is not None:
         lines[0] += f" {list(saved.shape)}"
     if saved.parameter:
         lines.append(saved.parameter)
-    lines.append(saved.shown_state_label if shown else saved.state_label)
+    lines.append(saved.shown_state_label if translate else saved.state_label)
     return "\n".join(lines)
 
 
-def _state_count(state: State, count: int) -> str:
-    """``2 alive``, translated (for the text form)."""
-    if state is State.ALIVE:
-        return tr("{count} alive", count=count)
-    if state is State.FREED:
-        return tr("{count} freed", count=count)
-    if state is State.STALE:
-        return tr("{count} stale", count=count)
-    return tr("{count} unseen", count=count)
+STATE_COUNTS = {State.ALIVE: marked("{count} alive"), State.FREED: marked("{count} freed"),
+                State.STALE: marked("{count} stale"), State.UNSEEN: marked("{count} unseen")}
+LEGEND_STATES = {State.ALIVE: marked("saved: alive vN"), State.FREED: marked("saved: freed"),
+                 State.STALE: marked("saved: stale vM->vN"), State.UNSEEN: marked("saved: not read (a hook packed it)")}
 
 
 def _loss_fill(losses: List[str], loss_names: List[str]) -> str:
@@ -81,29 +77,33 @@ def _loss_fill(losses: List[str], loss_names: List[str]) -> str:
 
 
 def _add_legend(digraph: Any, model_names: List[str], loss_names: List[str], regions: bool = False,
-                unseen: bool = False) -> None:
+                unseen: bool = False, translate: bool = False) -> None:
+    """The legend: fills, boxes and saved tensors' states; ``translate``: in the learner's language."""
+    def say(message: str, **fields: object) -> str:
+        return translated_if(translate, message, **fields)
+
     with digraph.subgraph(name="cluster_legend") as legend:
-        legend.attr(label="legend", fontsize="10", style="dashed", color="#999999", bgcolor="white")
-        entries = [(f"only in {name}", _loss_fill([name], loss_names)) for name in loss_names]
+        legend.attr(label=say(marked("legend")), fontsize="10", style="dashed", color="#999999", bgcolor="white")
+        entries = [(say(marked("only in {loss}"), loss=output_label(name, translate)), _loss_fill([name], loss_names))
+                   for name in loss_names]
         if len(loss_names) > 1:
-            entries.append(("in more than one loss", SHARED_FILL))
+            entries.append((say(marked("in more than one loss")), SHARED_FILL))
         if model_names:
-            entries.append(("a box: one model's nodes", "white"))
-        entries.append(("parameter", PARAMETER_FILL))
+            entries.append((say(marked("a box: one model's nodes")), "white"))
+        entries.append((say(marked("parameter")), PARAMETER_FILL))
         names = []
         for index, (text, fill) in enumerate(entries):
             names.append(f"legend_node_{index}")
             legend.node(names[-1], text, fillcolor=fill, **NODE_STYLE)
         if regions:
             names.append("legend_region")
-            legend.node(names[-1], "checkpointed or compiled region:\nits saved tensors not read", **REGION_STYLE)
-        labels = {State.ALIVE: "saved: alive vN", State.FREED: "saved: freed", State.STALE: "saved: stale vM->vN",
-                  State.UNSEEN: "saved: not read (a hook packed it)"}
+            legend.node(names[-1], say(marked("checkpointed or compiled region:\nits saved tensors not read")),
+                        **REGION_STYLE)
         for state, style in SAVED_STYLES.items():
             if state is State.UNSEEN and not unseen:
                 continue
             names.append(f"legend_{state.value}")
-            legend.node(names[-1], labels[state], fontsize="9", fontname="monospace", **style)
+            legend.node(names[-1], say(LEGEND_STATES[state]), fontsize="9", fontname="monospace", **style)
         for index in range(len(names) - 1):  # invisible edges stack the legend in one narrow column
             legend.edge(names[index], names[index + 1], style="invis")
 
@@ -131,13 +131,15 @@ def draw_saved_graph(
     mistake = draw_saved_graph_mistake(losses, model_outputs, params)
     if mistake is not None:
         return GraphPicture.refused(mistake)
+    words = picture_words()
     try:
         named_losses = read_outputs(losses).tensors
         node_count = len(graph_nodes(list(named_losses.values())))
         if full is False or (full is None and node_count > FULL_DRAWING_MAX_NODES):
-            return _draw_saved_modules(named_losses, params, show_saved, node_count, full)
+            return _draw_saved_modules(named_losses, params, show_saved, node_count, full, words)
         return _draw_saved_graph(named_losses, read_outputs(model_outputs).tensors
-                                 if model_outputs is not None else {}, read_parameters(params).tensors, show_saved)
+                                 if model_outputs is not None else {}, read_parameters(params).tensors, show_saved,
+                                 words)
     except Exception as error:  # a graph this tool cannot read: say so rather than stop the lesson
         return GraphPicture(None, tr("(no graph)"), _undrawable(error))
 
@@ -148,50 +150,49 @@ def _readable_saved(node: Any, params: Mapping[str, torch.Tensor], names: Mappin
 
 
 def _draw_saved_modules(losses: Dict[str, torch.Tensor], params: Any, show_saved: bool, node_count: int,
-                        full: Optional[bool]) -> GraphPicture:
+                        full: Optional[bool], words: PictureWords) -> GraphPicture:
     """The module view, each box with how many of its saved tensors are alive, freed and stale."""
     named = read_parameters(params).tensors
     names = {id(tensor): name for name, tensor in named.items()}
 
-    def annotate(box: Box, shown: bool) -> Tuple[List[str], Dict[str, str]]:
-        """English lines for the picture; ``shown``: translated, for the text form."""
+    def annotate(box: Box, translate: bool) -> Tuple[List[str], Dict[str, str]]:
+        """A box's lines: its saved tensors counted by state, its stale ones; ``translate``: in the learner's
+        language (else English)."""
         if not show_saved:
             return [], {}
         saved = [entry for node in box.nodes for entry in _readable_saved(node, named, names)]
         if not saved:
             return [], {}
         counts = {state: sum(1 for entry in saved if entry.state is state) for state in State}
-        if shown:
-            line = tr("saved: {counts}", counts=", ".join(
-                _state_count(state, count) for state, count in counts.items() if count))
-        else:
-            line = "saved: " + ", ".join(f"{count} {state.value}" for state, count in counts.items() if count)
-        stale = [f"{entry.parameter or entry.where} {entry.shown_state_label if shown else entry.state_label}"
+        line = translated_if(translate, marked("saved: {counts}"), counts=comma(translate).join(
+            translated_if(translate, STATE_COUNTS[state], count=count) for state, count in counts.items() if count))
+        stale = [f"{entry.parameter or entry.where} {entry.shown_state_label if translate else entry.state_label}"
                  for entry in saved if entry.state is State.STALE]
         more = len(stale) - 3
-        more_line = tr("+{count} more stale", count=more) if shown else f"+{more} more stale"
+        more_line = translated_if(translate, marked("+{count} more stale"), count=more)
         lines = [line] + [f"  {text}" for text in stale[:3]] + ([f"  {more_line}"] if more > 0 else [])
         return lines, (dict(color=SAVED_STYLES[State.STALE]["color"], penwidth="3") if stale else {})
 
     note = None if full is False else both(marked(
         "{count} autograd nodes: drawn one box per module call, with its saved tensors counted. To draw every "
         "node: draw_saved_graph(..., full=True), {count} boxes that graphviz may take seconds to lay out"),
-        count=node_count)
-    return _draw_modules(losses, params, None, None, note, annotate)
+        words.translate, count=node_count)
+    return _draw_modules(losses, params, None, None, note, words, annotate)
 
 
 def _draw_saved_graph(losses: Dict[str, torch.Tensor], model_outputs: Dict[str, torch.Tensor],
-                      params: Dict[str, torch.Tensor], show_saved: bool) -> GraphPicture:
+                      params: Dict[str, torch.Tensor], show_saved: bool, words: PictureWords) -> GraphPicture:
     nodes = graph_nodes(list(losses.values()))
     model_of = model_of_nodes(nodes, model_outputs)
     losses_of = _losses_of(nodes, losses)
     param_names = {id(p): name for name, p in params.items()}
     regions = region_boxes(nodes)
     saved_by_node = {id(node): _readable_saved(node, params, param_names) for node in nodes} if show_saved else {}
-    tags = {id(n): model_of.get(id(n)) or " & ".join(losses_of[id(n)]) or "?" for n in nodes}
+    tags = {id(n): model_of.get(id(n)) or " & ".join(output_label(name, True) for name in losses_of[id(n)]) or "?"
+            for n in nodes}
     text = graph_as_text(
         losses, params, tag=lambda node: tags[id(node)],
-        notes=lambda node: [tr("saved {tensor}", tensor=_saved_label(s, shown=True).replace(chr(10), ", "))
+        notes=lambda node: [tr("saved {tensor}", tensor=_saved_label(s, translate=True).replace(chr(10), ", "))
                             for s in saved_by_node.get(id(node), [])],
     )
     try:
@@ -207,7 +208,8 @@ def _draw_saved_graph(losses: Dict[str, torch.Tensor], model_outputs: Dict[str, 
     keys = {id(node): regions[id(node)].key if id(node) in regions else str(id(node)) for node in nodes}
     loss_names = list(losses)
     for name, loss in losses.items():
-        digraph.node(f"loss_{name}", f"{name}\n{list(loss.shape)}", fillcolor="darkolivegreen1", **NODE_STYLE)
+        digraph.node(f"loss_{name}", f"{output_label(name, words.translate)}\n{list(loss.shape)}",
+                     fillcolor="darkolivegreen1", **NODE_STYLE)
         if loss.grad_fn is not None:
             digraph.edge(keys[id(loss.grad_fn)], f"loss_{name}")
     drawn: Set[str] = set()
@@ -220,9 +222,10 @@ def _draw_saved_graph(losses: Dict[str, torch.Tensor], model_outputs: Dict[str, 
         if key in drawn:
             pass
         elif id(node) in regions:
-            home.node(key, regions[id(node)].label(), **REGION_STYLE)
+            home.node(key, regions[id(node)].label(words.translate), **REGION_STYLE)
         elif variable is not None:
-            label = f"{param_names.get(id(variable), 'leaf')}\n{list(variable.shape)}"
+            name = param_names.get(id(variable)) or translated_if(words.translate, marked("leaf"))
+            label = f"{name}\n{list(variable.shape)}"
             home.node(key, label, fillcolor=PARAMETER_FILL, **NODE_STYLE)
         else:
             fill = _loss_fill(losses_of[id(node)], loss_names)
@@ -233,12 +236,13 @@ def _draw_saved_graph(losses: Dict[str, torch.Tensor], model_outputs: Dict[str, 
                 edges[(keys[id(child)], key)] = None
         for index, saved in enumerate(saved_by_node.get(id(node), [])):
             saved_id = f"{id(node)}_saved_{index}"
-            home.node(saved_id, _saved_label(saved), fontsize="9", fontname="monospace", **SAVED_STYLES[saved.state])
+            home.node(saved_id, _saved_label(saved, words.translate), fontsize="9", fontname="monospace",
+                      **SAVED_STYLES[saved.state])
             digraph.edge(saved_id, key, style="dotted", arrowhead="none")
     for source, target in edges:
         digraph.edge(source, target)
     for cluster in clusters.values():
         digraph.subgraph(cluster)
     unseen = any(saved.state is State.UNSEEN for entries in saved_by_node.values() for saved in entries)
-    _add_legend(digraph, list(model_outputs), loss_names, bool(regions), unseen)
+    _add_legend(digraph, list(model_outputs), loss_names, bool(regions), unseen, words.translate)
     return GraphPicture(digraph, text, None if dot_available() else translated(INSTALL_GRAPHVIZ))

@@ -17,7 +17,7 @@ import matplotlib.text  # noqa: E402
 import pytest  # noqa: E402
 
 from helpers.course import plots  # noqa: E402
-from helpers.course.chinese_font import chinese_font  # noqa: E402
+from helpers.chinese_font import chinese_font  # noqa: E402
 from helpers.language import LANGUAGE_VARIABLE  # noqa: E402
 from tests.ci import in_ci  # noqa: E402
 from tests.plot_words import texts_without_glyphs, words_left_in_english, words_without_glyphs  # noqa: E402

@@ -7,6 +7,7 @@ say in that page's language.
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -26,12 +27,15 @@ from authoring.site.stage import source_folder
 from authoring.site.words import DOWNLOAD, ENGLISH_ONLY
 from authoring.translation.catalog import title_text
 from authoring.translation.edition import CHECKED_EN, CHECKED_ZH
+from helpers.chinese_font import SAMPLE
 from helpers.course.exercises.registry import exercises
 from helpers.course.plots import METADATA_KEY
 from helpers.language import tr
+from helpers.tools.picture_language import fontconfig_draws
 from tests.browser.checks import error_card_title, speaking
-from tests.ci import in_ci
 from tests.chinese_run import chinese_run_problems
+from tests.ci import in_ci
+from tests.graph_words import chinese_picture_problems
 from tests.plot_words import words_left_in_english, words_without_glyphs
 from tests.paths import ROOT
 from tests.site.build import THROWAWAY_REF, THROWAWAY_REPOSITORY
@@ -165,6 +169,34 @@ def test_the_chinese_pages_plots_are_drawn_in_chinese(stem: str, site: Path) -> 
             pytest.skip("this machine has no font for Chinese: the plots kept their English words, with a note")
         assert not words_left_in_english(facts["words"]), f"{stem}: English words in a plot: {facts['words']}"
         assert not words_without_glyphs(facts["words"], facts["font"]), f"{stem}: {facts['words']}"
+
+
+GRAPH_CALL = re.compile(r"\b(draw_graph|draw_saved_graph|draw_module_graph)\(")
+
+
+@pytest.mark.parametrize("stem", [stem for stem in PAGES.notebooks if GRAPH_CALL.search("".join(code_of(solved(stem))))])
+def test_the_chinese_pages_graph_pictures_are_drawn_in_chinese(stem: str, site: Path) -> None:
+    """Each picture the graph tools draw on a Chinese page: none of the tools' English words (code and the names
+    the notebook's code gives, such as a loss called "critic loss", stay), a glyph for every character, each box as
+    wide as its Chinese words."""
+    if not fontconfig_draws(SAMPLE):
+        assert not in_ci(), "CI installs a font for Chinese: the graph pictures must be drawn in Chinese"
+        pytest.skip("this machine has no font for Chinese: the pictures kept their English words, with a note")
+    notebook = executed(site, stem, BY_NAME["zh"])
+    names = [node.value for source in code_of(notebook) for node in ast.walk(parsed(source))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+    svgs = [output["data"]["image/svg+xml"] for cell in notebook.cells
+            if cell.cell_type == "code" and GRAPH_CALL.search(cell.source)
+            for output in cell.get("outputs", []) if "image/svg+xml" in output.get("data", {})]
+    assert svgs, f"{stem}: no graph picture on the Chinese page"
+    for index, svg in enumerate(svgs, 1):
+        problems = chinese_picture_problems(svg, names)
+        assert not problems, f"{stem}, picture {index}: {problems}"
+
+
+def parsed(source: str) -> ast.AST:
+    """A code cell as Python, its IPython magics and shell lines left out."""
+    return ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
 
 
 # ---------------------------------------------------------------- what a reader must never see

@@ -1,0 +1,152 @@
+"""The graph pictures draw their words in the learner's language where graphviz can draw it here; else English, with
+a one-line note printed (never boxes for missing characters). The module view's text stays English.
+
+What is looked at is the rendered SVG: each text graphviz laid out, and the box it laid out around it.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Tuple
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from helpers.chinese_font import SAMPLE
+from helpers.language import LANGUAGE_VARIABLE, translated
+from helpers.tools import draw_graph, draw_module_graph, draw_saved_graph, graph, picture_language
+from helpers.tools.graph import GraphPicture
+from helpers.tools.picture_language import CANNOT_TELL, NO_FC_LIST, NO_FONT, NO_PANGO, fontconfig_draws
+from tests.ci import in_ci
+from tests.graph_words import CJK, chinese_picture_problems, words_of
+from tests.tools.real_models import diffusion_losses, make_text_unet
+
+needs_dot = pytest.mark.skipif(not graph.dot_available(), reason="graphviz dot is not installed")
+
+
+def two_models_one_stale() -> Tuple[Dict[str, torch.Tensor], Dict[str, torch.Tensor], Dict[str, nn.Module]]:
+    """Two models, two losses; L1's backward freed M1's buffers, then M2's last weight changed in place (stale)."""
+    torch.manual_seed(0)
+    first = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    second = nn.Sequential(nn.Linear(1, 8), nn.Tanh(), nn.Linear(8, 1))
+    out1 = first(torch.randn(64, 4))
+    out2 = second(out1)
+    loss1, loss2 = out1.pow(2).mean(), out2.pow(2).mean()
+    loss1.backward(inputs=list(first.parameters()))
+    with torch.no_grad():
+        second[2].weight.add_(1.0)
+    return {"L1": loss1, "L2": loss2}, {"M1": out1, "M2": out2}, {"M1": first, "M2": second}
+
+
+def checkpointed() -> Tuple[torch.Tensor, Dict[str, nn.Module]]:
+    """A block checkpointed both ways, and a plain tensor leaf (an input box in the module view)."""
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    inputs = torch.randn(3, 4, requires_grad=True)
+    return (checkpoint(block, inputs, use_reentrant=False).sum() + checkpoint(block, inputs, use_reentrant=True).sum()
+            + (inputs * 2).sum()), {"block": block}
+
+
+def pictures() -> List[Tuple[str, GraphPicture]]:
+    """Every kind of picture: saved tensors in every state but unseen, a checkpoint, the module view (with its
+    note, saved counts and a module called twice), one module's inside, and a real text encoder -> UNet."""
+    losses, outputs, models = two_models_one_stale()
+    region_loss, block = checkpointed()
+    layers = nn.Sequential(*[nn.Linear(4, 4) for _ in range(3)])
+    twice = layers(layers(torch.randn(2, 4))).sum()
+    tenc, unet, tokens, images, noise = make_text_unet()
+    text_loss, unet_loss = diffusion_losses(tenc, unet, tokens, images, noise)
+    diffusion = {"text_loss": text_loss, "unet_loss": unet_loss}
+    return [
+        ("saved", draw_saved_graph(losses, outputs, models)),
+        ("region", draw_graph(region_loss, block)),
+        ("saved region", draw_saved_graph(region_loss, params=block)),
+        ("module view", draw_module_graph(region_loss + twice, {"block": block, "layers": layers})),
+        ("inside", draw_module_graph(twice, {"layers": layers}, inside="layers.0")),
+        ("no such module", draw_module_graph(twice, {"layers": layers}, inside="layers.9")),
+        ("saved module view", draw_saved_graph(losses, params=models, full=False)),
+        ("real, every node", draw_graph(diffusion, {"tenc": tenc, "unet": unet}, full=True)),
+        ("real, module view", draw_saved_graph(diffusion, params={"tenc": tenc, "unet": unet}, full=False)),
+    ]
+
+
+@pytest.fixture
+def chinese(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chinese chosen, on a machine whose fontconfig has a font for it (CI installs one; elsewhere: skipped)."""
+    monkeypatch.setenv(LANGUAGE_VARIABLE, "zh_CN")
+    if not fontconfig_draws(SAMPLE):
+        assert not in_ci(), "CI installs a font for Chinese (.ci/run): the pictures must be drawn in Chinese"
+        pytest.skip("this machine's fontconfig has no font for Chinese")
+
+
+@needs_dot
+def test_chinese_pictures_draw_chinese_words_with_glyphs_in_boxes_that_fit(chinese: None,
+                                                                          capsys: pytest.CaptureFixture) -> None:
+    for name, picture in pictures():
+        svg = picture.svg()
+        assert svg is not None, f"{name}: {picture.problem}"
+        if name != "real, every node":  # every node's own label is code (the node's class, a parameter's name)
+            assert any(CJK.search(word) for word in words_of(svg)), f"{name}: no Chinese word"
+        assert not chinese_picture_problems(svg), f"{name}: {chinese_picture_problems(svg)}"
+    assert capsys.readouterr().out == "", "a note printed, though the pictures are drawn in Chinese"
+
+
+@needs_dot
+def test_the_legend_and_states_say_what_the_english_says(chinese: None) -> None:
+    losses, outputs, models = two_models_one_stale()
+    texts = set(words_of(draw_saved_graph(losses, outputs, models).svg() or ""))
+    for message in ("legend", "only in {loss}", "saved: stale vM->vN", "saved: freed", "parameter"):
+        assert translated(message, loss="L1") in texts, message
+    assert translated("stale v{saved}->v{now}", saved=1, now=2) in texts  # M2.2.weight, saved by the last layer
+    assert translated("freed") in texts  # L1's backward freed M1's buffers
+
+
+def test_the_module_views_text_stays_english_in_chinese(chinese: None) -> None:
+    """Notebook 06's check reads these lines."""
+    layers = nn.Sequential(*[nn.Linear(4, 4) for _ in range(2)])
+    text = draw_module_graph(layers(layers(torch.randn(2, 4))).sum(), {"layers": layers}).text
+    assert "layers.0 (Linear), call 1 of 2, 2 node(s)" in text and not CJK.search(text)
+
+
+@needs_dot
+@pytest.mark.parametrize("missing", ["font", "fc-list", "pango"])
+def test_where_graphviz_cannot_draw_chinese_the_words_stay_english_with_a_note(
+        missing: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """No font for Chinese in fontconfig (a font matplotlib loaded from a file does not count), no way to ask
+    fontconfig, or a graphviz that lays text out without pango: the English pictures, and one line printed per
+    drawing saying why."""
+    def sources(drawn: List[Tuple[str, GraphPicture]]) -> List[str]:  # without the node ids (``id()`` of objects)
+        return [re.sub(r"\d{6,}", "ID", picture.digraph.source) for _, picture in drawn]
+
+    english = sources(pictures())
+    capsys.readouterr()
+    monkeypatch.setenv(LANGUAGE_VARIABLE, "zh_CN")
+    if missing == "font":
+        monkeypatch.setattr(picture_language, "fontconfig_draws", lambda text: False)
+        note = translated(NO_FONT)
+    elif missing == "fc-list":
+        real_which = picture_language.shutil.which
+        monkeypatch.setattr(picture_language.shutil, "which", lambda name: None if name == "fc-list" else real_which(name))
+        note = translated(CANNOT_TELL, reason=translated(NO_FC_LIST))
+    else:
+        monkeypatch.setattr(picture_language, "_lays_out_with_pango", lambda dot: False)
+        note = translated(CANNOT_TELL, reason=translated(NO_PANGO))
+    drawn = pictures()
+    assert sources(drawn) == english
+    assert CJK.search(note) and capsys.readouterr().out.splitlines() == [note] * len(drawn)
+
+
+def test_in_english_nothing_is_asked_or_printed(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.delenv(LANGUAGE_VARIABLE, raising=False)
+    monkeypatch.setattr(picture_language, "fontconfig_draws", lambda text: pytest.fail("fontconfig asked in English"))
+    draw_saved_graph(*two_models_one_stale())
+    assert capsys.readouterr().out == ""
+
+
+def test_fontconfig_is_asked_for_every_character() -> None:
+    if picture_language.shutil.which("fc-list") is None:
+        pytest.skip("fontconfig's fc-list is not installed")
+    assert fontconfig_draws("\U0010fffd") is False  # a private-use character: no font has it
+    assert fontconfig_draws("abc") is True
