@@ -20,6 +20,7 @@ import gettext
 import os
 import warnings
 from pathlib import Path
+from typing import List
 
 LANGUAGE_VARIABLE = "COURSE_LANGUAGE"
 DOMAIN = "helpers"
@@ -45,6 +46,12 @@ def _catalog(language: str) -> gettext.NullTranslations:
         warnings.warn(f"{LANGUAGE_VARIABLE}={language!r}: the helpers have no catalog for it (they have: "
                       f"{', '.join(have) or 'none'}); they speak English.", stacklevel=3)
         return gettext.NullTranslations()
+
+
+def translations(language: str) -> List[str]:
+    """Every translation in the helpers' catalog for ``language`` (none where it has no catalog)."""
+    messages = getattr(_catalog(language), "_catalog", {})  # where gettext.GNUTranslations keeps them
+    return [text for key, text in messages.items() if key and isinstance(text, str)]  # key "": the catalog's header
 
 
 def tr(message: str, /, **values: object) -> str:

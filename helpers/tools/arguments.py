@@ -17,6 +17,12 @@ from torch import nn
 
 from helpers.language import tr
 
+
+class ToolsName(str):
+    """A name the tools gave an output passed without one (``output``, ``output 2``): a drawing may translate it. A
+    name the learner gave (a dict's key) is a plain ``str``, and stays as written."""
+
+
 @dataclass
 class NamedTensors:
     """Tensors by unique name, with notes about whatever could not be read."""
@@ -51,13 +57,13 @@ def read_outputs(outputs: Any) -> NamedTensors:
     """The tensors to call backward on, named: ``{"L1": l1}`` keeps its names, a list gets ``output 1``, ..."""
     found = NamedTensors()
     if isinstance(outputs, torch.Tensor):
-        found.add("output", outputs)
+        found.add(ToolsName("output"), outputs)
     elif isinstance(outputs, Mapping):
         for key, value in outputs.items():
-            _add_output(found, str(key), value)
+            _add_output(found, key if isinstance(key, str) else str(key), value)  # a ToolsName stays one
     elif isinstance(outputs, (list, tuple)):
         for index, value in enumerate(outputs, 1):
-            _add_output(found, f"output {index}", value)
+            _add_output(found, ToolsName(f"output {index}"), value)
     else:
         found.notes.append(tr("{value} is not a tensor: there is nothing to call backward() on",
                               value=describe_value(outputs)))

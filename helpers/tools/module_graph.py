@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from helpers.language import marked, space, translated, translated_if
+from helpers.tools.arguments import ToolsName
 from helpers.tools.module_calls import Box, ModuleCalls
 from helpers.tools.regions import (
     COMPILED,
@@ -126,12 +127,14 @@ def region_line(kind: str, translate: bool = False) -> str:
 
 
 def output_label(name: str, translate: bool = False) -> str:
-    """An output's name as a picture draws it: the names the tools give (``output``, ``output 2``, see
-    ``arguments.read_outputs``) in the learner's language when ``translate``; a name the learner gave as it is."""
+    """An output's name as a picture draws it: a name the tools gave (``output``, ``output 2``: a ``ToolsName``) in
+    the learner's language when ``translate``; a name the learner gave as written."""
+    if not translate or not isinstance(name, ToolsName):
+        return name
     numbered = re.fullmatch(r"output (\d+)", name)
     if numbered:
-        return translated_if(translate, marked("output {number}"), number=numbered.group(1))
-    return translated_if(translate, marked("output")) if name == "output" else name
+        return translated(marked("output {number}"), number=numbered.group(1))
+    return translated(marked("output")) if name == "output" else name
 
 
 def _call_line(box: Box, translate: bool) -> str:

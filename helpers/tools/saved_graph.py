@@ -188,8 +188,8 @@ def _draw_saved_graph(losses: Dict[str, torch.Tensor], model_outputs: Dict[str, 
     param_names = {id(p): name for name, p in params.items()}
     regions = region_boxes(nodes)
     saved_by_node = {id(node): _readable_saved(node, params, param_names) for node in nodes} if show_saved else {}
-    tags = {id(n): model_of.get(id(n)) or " & ".join(output_label(name, True) for name in losses_of[id(n)]) or "?"
-            for n in nodes}
+    tags = {id(n): output_label(model_of.get(id(n)) or "", True)
+            or " & ".join(output_label(name, True) for name in losses_of[id(n)]) or "?" for n in nodes}
     text = graph_as_text(
         losses, params, tag=lambda node: tags[id(node)],
         notes=lambda node: [tr("saved {tensor}", tensor=_saved_label(s, translate=True).replace(chr(10), ", "))
@@ -203,8 +203,8 @@ def _draw_saved_graph(losses: Dict[str, torch.Tensor], model_outputs: Dict[str, 
     digraph = graphviz.Digraph(node_attr=NODE_STYLE, graph_attr=dict(size="9.5,12", ranksep="0.15"))
     clusters = {name: graphviz.Digraph(name=f"cluster_{name}") for name in model_outputs}
     for index, (name, cluster) in enumerate(clusters.items()):
-        cluster.attr(label=name, fontsize="14", style="filled,rounded", color="#555555",
-                     fillcolor=MODEL_TINTS[index % len(MODEL_TINTS)])
+        cluster.attr(label=output_label(name, words.translate), fontsize="14", style="filled,rounded",
+                     color="#555555", fillcolor=MODEL_TINTS[index % len(MODEL_TINTS)])
     keys = {id(node): regions[id(node)].key if id(node) in regions else str(id(node)) for node in nodes}
     loss_names = list(losses)
     for name, loss in losses.items():

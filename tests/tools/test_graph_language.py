@@ -6,6 +6,9 @@ What is looked at is the rendered SVG: each text graphviz laid out, and the box 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
@@ -17,7 +20,17 @@ from helpers.chinese_font import SAMPLE
 from helpers.language import LANGUAGE_VARIABLE, translated
 from helpers.tools import draw_graph, draw_module_graph, draw_saved_graph, graph, picture_language
 from helpers.tools.graph import GraphPicture
-from helpers.tools.picture_language import CANNOT_TELL, NO_FC_LIST, NO_FONT, NO_PANGO, fontconfig_draws
+from helpers.tools.picture_language import (
+    CANNOT_TELL,
+    NO_ANSWER,
+    NO_FC_LIST,
+    NO_FONT,
+    NO_PANGO,
+    NO_PLUGIN_LIST,
+    catalog_characters,
+    fontconfig_draws,
+    lays_out_with_pango,
+)
 from tests.ci import in_ci
 from tests.graph_words import CJK, chinese_picture_problems, words_of
 from tests.tools.real_models import diffusion_losses, make_text_unet
@@ -110,12 +123,12 @@ def test_the_module_views_text_stays_english_in_chinese(chinese: None) -> None:
 
 
 @needs_dot
-@pytest.mark.parametrize("missing", ["font", "fc-list", "pango"])
+@pytest.mark.parametrize("missing", ["font", "fc-list", "an answer", "pango", "the plugin list"])
 def test_where_graphviz_cannot_draw_chinese_the_words_stay_english_with_a_note(
         missing: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     """No font for Chinese in fontconfig (a font matplotlib loaded from a file does not count), no way to ask
-    fontconfig, or a graphviz that lays text out without pango: the English pictures, and one line printed per
-    drawing saying why."""
+    fontconfig or no answer, a graphviz that lays text out without pango or whose plugins cannot be read: the
+    English pictures, and one line printed per drawing saying why."""
     def sources(drawn: List[Tuple[str, GraphPicture]]) -> List[str]:  # without the node ids (``id()`` of objects)
         return [re.sub(r"\d{6,}", "ID", picture.digraph.source) for _, picture in drawn]
 
@@ -129,9 +142,14 @@ def test_where_graphviz_cannot_draw_chinese_the_words_stay_english_with_a_note(
         real_which = picture_language.shutil.which
         monkeypatch.setattr(picture_language.shutil, "which", lambda name: None if name == "fc-list" else real_which(name))
         note = translated(CANNOT_TELL, reason=translated(NO_FC_LIST))
+    elif missing == "an answer":
+        monkeypatch.setattr(picture_language, "fontconfig_draws", lambda text: None)
+        monkeypatch.setattr(picture_language.shutil, "which", lambda name: f"/usr/bin/{name}")
+        note = translated(CANNOT_TELL, reason=translated(NO_ANSWER))
     else:
-        monkeypatch.setattr(picture_language, "_lays_out_with_pango", lambda dot: False)
-        note = translated(CANNOT_TELL, reason=translated(NO_PANGO))
+        pango = False if missing == "pango" else None
+        monkeypatch.setattr(picture_language, "lays_out_with_pango", lambda dot: pango)
+        note = translated(CANNOT_TELL, reason=translated(NO_PANGO if missing == "pango" else NO_PLUGIN_LIST))
     drawn = pictures()
     assert sources(drawn) == english
     assert CJK.search(note) and capsys.readouterr().out.splitlines() == [note] * len(drawn)
@@ -150,3 +168,42 @@ def test_fontconfig_is_asked_for_every_character() -> None:
         pytest.skip("fontconfig's fc-list is not installed")
     assert fontconfig_draws("\U0010fffd") is False  # a private-use character: no font has it
     assert fontconfig_draws("abc") is True
+
+
+def test_fontconfig_is_asked_for_every_chinese_character_of_the_catalog() -> None:
+    """A font with a few of the characters is not enough: the pictures draw any of the catalog's."""
+    characters = catalog_characters("zh_CN")
+    assert len(characters) > 500 and all(character in characters for character in "图例保存的张量已释放过期")
+
+
+def test_a_graphviz_whose_text_layout_is_not_pango_is_told_apart(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gd's plugin lays text out too (and draws Chinese as boxes): only pango's counts."""
+    dot = picture_language.shutil.which("dot")
+    if dot is None:
+        pytest.skip("graphviz dot is not installed")
+    said = subprocess.run([dot, "-v"], input=b"", capture_output=True, timeout=10).stderr.decode()
+    folder = Path(said.split('libdir = "')[1].split('"')[0]) if 'libdir = "' in said else None
+    wanted = ("libgvplugin_core", "libgvplugin_dot_layout", "libgvplugin_gd")
+    libraries = [path for path in folder.iterdir() if path.name.startswith(wanted)] if folder else []
+    if {name for name in wanted if any(path.name.startswith(name) for path in libraries)} != set(wanted):
+        pytest.skip("this graphviz has no gd plugin to try")
+    assert lays_out_with_pango(dot) is True
+    for library in libraries:
+        shutil.copy(library, tmp_path)
+    monkeypatch.setenv("GVBINDIR", str(tmp_path))
+    subprocess.run([dot, "-c"], check=True, timeout=30)
+    lays_out_with_pango.cache_clear()
+    try:
+        assert lays_out_with_pango(dot) is False
+    finally:
+        lays_out_with_pango.cache_clear()
+
+
+@needs_dot
+def test_the_names_the_tools_give_are_translated_and_the_learners_stay(chinese: None) -> None:
+    torch.manual_seed(0)
+    weight = torch.randn(3, requires_grad=True)
+    given = words_of(draw_graph([weight.sum(), weight.pow(2).sum()], {"weight": weight}).svg() or "")
+    assert translated("output {number}", number=1) in given and "output 1" not in given
+    own = words_of(draw_saved_graph({"output": weight.sum()}, {"output 2": weight * 2}).svg() or "")
+    assert "output" in own and "output 2" in own and translated("output") not in own
