@@ -174,7 +174,8 @@ def test_the_chinese_pages_plots_are_drawn_in_chinese(stem: str, site: Path) -> 
 GRAPH_CALL = re.compile(r"\b(draw_graph|draw_saved_graph|draw_module_graph)\(")
 
 
-@pytest.mark.parametrize("stem", [stem for stem in PAGES.notebooks if GRAPH_CALL.search("".join(code_of(solved(stem))))])
+@pytest.mark.parametrize("stem", [stem for stem in PAGES.notebooks
+                                  if GRAPH_CALL.search("".join(code_of(solved(stem))))])
 def test_the_chinese_pages_graph_pictures_are_drawn_in_chinese(stem: str, site: Path) -> None:
     """Each picture the graph tools draw on a Chinese page: none of the tools' English words (code and the names
     the notebook's code gives, such as a loss called "critic loss", stay), a glyph for every character, each box as

@@ -140,7 +140,8 @@ def test_where_graphviz_cannot_draw_chinese_the_words_stay_english_with_a_note(
         note = translated(NO_FONT)
     elif missing == "fc-list":
         real_which = picture_language.shutil.which
-        monkeypatch.setattr(picture_language.shutil, "which", lambda name: None if name == "fc-list" else real_which(name))
+        monkeypatch.setattr(picture_language.shutil, "which",
+                            lambda name: None if name == "fc-list" else real_which(name))
         note = translated(CANNOT_TELL, reason=translated(NO_FC_LIST))
     elif missing == "an answer":
         monkeypatch.setattr(picture_language, "fontconfig_draws", lambda text: None)
