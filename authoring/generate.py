@@ -264,11 +264,12 @@ def catalog_problems(root: Path) -> List[str]:
     found = [f"{catalog_path(root, stem).relative_to(root).as_posix()} has no solution notebook" for stem in gone]
     for stem, english in notebooks.items():
         name = catalog_path(root, stem).relative_to(root).as_posix()
-        found += zh_catalog.problems(zh_catalog.load(catalog_path(root, stem)), english_entries(english), name)
+        catalog = zh_catalog.load(catalog_path(root, stem))
+        found += zh_catalog.problems(catalog, english_entries(english), name)
         found += [f"solutions/{stem}.ipynb, cell {cell.id}: {problem} (the Chinese edition cannot translate it)"
                   for cell in english.cells if cell.cell_type == "code"
                   for problem in zh_catalog.untranslatable(cell.source) + zh_printed.untranslatable(cell.source)]
-        found += _printed_problems(zh_catalog.load(catalog_path(root, stem)), english, name)
+        found += _printed_problems(catalog, english, name)
     if stems:
         shared_name = catalog_path(root, SHARED_CATALOG).relative_to(root).as_posix()
         found += zh_catalog.problems(_shared_catalog(root), _shared_entries(notebooks), shared_name)
@@ -283,12 +284,12 @@ def _printed_problems(catalog: zh_catalog.Catalog, english: nbformat.NotebookNod
     for cell in english.cells:
         if cell.cell_type != "code" or zh_catalog.title_text(cell) is not None:
             continue
-        for number, one in enumerate(zh_printed.printed_strings(cell.source)):
-            entry = entries.get(f"{cell.id}{zh_printed.SUFFIX}{number}")
+        for key, one in zh_printed.printed_entries(cell.id, cell.source):
+            entry = entries.get(key)
             if zh_catalog.current(entry, one.english):
                 problem = zh_printed.translation_problem(one.english, entry.msgstr, one.is_f_string)
                 if problem:
-                    found.append(f"{name}: entry {cell.id}{zh_printed.SUFFIX}{number}: {problem}")
+                    found.append(f"{name}: entry {key}: {problem}")
     return found
 
 

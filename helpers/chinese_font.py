@@ -1,5 +1,5 @@
 """A font that draws Chinese, among those matplotlib can find: for the plots of the Chinese notebooks and the Chinese
-figures. ``SAMPLE`` is what the graph pictures ask fontconfig to draw (``helpers.tools.picture_language``)."""
+figures. (The graph pictures ask fontconfig instead: ``helpers.tools.picture_language``.)"""
 from __future__ import annotations
 
 from typing import Iterable, Optional

@@ -6,6 +6,7 @@ edition (tests/site), whichever the machine can do: both run the notebooks with 
 """
 from __future__ import annotations
 
+import functools
 import html
 import re
 from typing import List
@@ -21,6 +22,7 @@ LONG = 30  # a run of a message's English this long in an output: the helpers sp
 #           "'s gradient differs from ", also occur in what the notebooks' own English code prints)
 
 
+@functools.lru_cache(maxsize=None)
 def _catalog() -> List[polib.POEntry]:
     return [entry for entry in polib.pofile(str(zh_messages.catalog_file(ROOT))) if entry.translated()]
 
@@ -54,7 +56,7 @@ def chinese_run_problems(notebook: nbformat.NotebookNode) -> List[str]:
         problems.append("no check cell with a Chinese title")
     for cell in checks:
         title = cell.source.split("\n", 1)[0][len(CHECK_TITLE_ZH):]
-        last = (_printed(cell).strip().split("\n") or [""])[-1]
+        last = _printed(cell).strip().split("\n")[-1]
         if last != CHECKED_ZH + title:
             problems.append(f"the check {title!r} printed {last!r} last")
     text, catalog = shown(notebook), _catalog()

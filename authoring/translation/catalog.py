@@ -23,8 +23,7 @@ from typing import Dict, List, Optional, Tuple
 import nbformat
 import polib
 
-from authoring.translation.printed import SUFFIX as PRINTED_SUFFIX
-from authoring.translation.printed import printed_strings
+from authoring.translation.printed import node_spans, printed_entries
 
 LOCALE = "zh_CN"  # the Chinese edition's language: its catalogs' folder, its images' folder, COURSE_LANGUAGE
 CATALOGS = Path("i18n") / LOCALE  # every catalog of the Chinese edition
@@ -79,12 +78,6 @@ def _learner_calls(tree: ast.AST) -> List[ast.Call]:
             and node.func.id in LEARNER_CALLS]
 
 
-def _lines(source: str) -> List[str]:
-    """``source``'s lines with their ends, split where ``ast`` counts lines (``\\n``, ``\\r\\n``, ``\\r``; not a form
-    feed or U+2028, which ``str.splitlines`` also splits at)."""
-    return [line for line in re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", source)]
-
-
 def learner_strings(source: str) -> List[Tuple[int, int, str]]:
     """``(start, end, text)`` of each string literal a code cell shows a learner (see ``LEARNER_CALLS``), by
     position in ``source``; none in a cell that is not plain Python (a cell magic: ``untranslatable`` says so)."""
@@ -92,20 +85,9 @@ def learner_strings(source: str) -> List[Tuple[int, int, str]]:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    lines = _lines(source)
-    line_starts = [0]
-    for line in lines:
-        line_starts.append(line_starts[-1] + len(line))
-
-    def index(line_number: int, byte_column: int) -> int:  # ast counts columns in UTF-8 bytes
-        line = lines[line_number - 1]
-        return line_starts[line_number - 1] + len(line.encode("utf-8")[:byte_column].decode("utf-8"))
-
-    spans = []
-    for call in _learner_calls(tree):
-        spans += [(index(node.lineno, node.col_offset), index(node.end_lineno, node.end_col_offset), node.value)
-                  for node in _shown_arguments(call) if _is_text(node)]
-    return sorted(spans)
+    span = node_spans(source)
+    return sorted((*span(node), node.value) for call in _learner_calls(tree) for node in _shown_arguments(call)
+                  if _is_text(node))
 
 
 def card_choices(source: str) -> List[List[str]]:
@@ -145,8 +127,7 @@ def notebook_entries(notebook: nbformat.NotebookNode, markdown_english: Dict[str
             for number, (_, _, text) in enumerate(learner_strings(cell.source)):
                 entries[f"{cell.id}{TEXT_SUFFIX}{number}"] = text
             if title is None:  # a check cell prints its ✓ line, which its title's entry translates
-                for number, printed in enumerate(printed_strings(cell.source)):
-                    entries[f"{cell.id}{PRINTED_SUFFIX}{number}"] = printed.english
+                entries.update((key, printed.english) for key, printed in printed_entries(cell.id, cell.source))
     return entries
 
 

@@ -3,7 +3,8 @@ punctuation mark, is no space.
 
 The Chinese texts are wrapped at about 120 columns, as the English are. HTML turns a line break inside a paragraph
 into a space, which Chinese does not have between its characters (Chromium does not drop it, as CSS Text 3 allows),
-so the pages join such lines. Code blocks are left as they are.
+so the pages join such lines. Fenced code blocks are left as they are (an indented block, or inline code across
+two lines, is joined too).
 """
 from __future__ import annotations
 

@@ -156,13 +156,13 @@ def translated(english: nbformat.NotebookNode, catalog: Catalog, shared: Catalog
         shown = [_current_text(messages.get(f"{cell.id}{TEXT_SUFFIX}{number}"), text)
                  for number, (_, _, text) in enumerate(learner_strings(cell.source))]
         cell.source = with_shown_strings(cell.source, shown)
-        if title_text(cell) is None:
-            cell.source = printed.with_printed(cell.source, [_printed_text(
-                messages.get(f"{cell.id}{printed.SUFFIX}{number}"), one) for number, one in enumerate(
-                    printed.printed_strings(cell.source))])
+        title = title_text(cell)
+        if title is None:
+            entries = printed.printed_entries(cell.id, cell.source)
+            cell.source = printed.with_printed(cell.source, [(one, _printed_text(messages.get(key), one))
+                                                             for key, one in entries])
         if any(len(set(choices)) != len(choices) for choices in card_choices(cell.source)):
             raise TranslationError(f"{where}: two of a card's strings are translated alike")
-        title = title_text(cell)
         if title is not None:
             text = _current_text(messages.get(cell.id + TITLE_SUFFIX), title) or title
             cell.source = translated_check(cell.source, title, text, where)

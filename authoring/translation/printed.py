@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 SUFFIX = "#print."  # a printed sentence's catalog key: <cell id>#print.<n>, in the order they appear in the cell
 _LITERAL = re.compile(r"""([fFuU]?)(["'])((?:\\.|(?!\2)[^\\\n])*)\2""")  # one single-line literal, f or plain
@@ -115,8 +115,9 @@ def _prints(source: str) -> List[ast.expr]:
             if _has_words(node)]
 
 
-def _span(source: str, node: ast.expr) -> Tuple[int, int]:
-    """Where ``node`` stands in ``source``, as string indices (ast counts columns in UTF-8 bytes)."""
+def node_spans(source: str) -> Callable[[ast.expr], Tuple[int, int]]:
+    """A function giving where a node of ``source``'s tree stands in it, as string indices (ast counts lines where
+    ``source_lines`` splits, and columns in UTF-8 bytes)."""
     lines = source_lines(source)
     starts = [0]
     for line in lines:
@@ -126,7 +127,10 @@ def _span(source: str, node: ast.expr) -> Tuple[int, int]:
         line = lines[line_number - 1]
         return starts[line_number - 1] + len(line.encode("utf-8")[:byte_column].decode("utf-8"))
 
-    return index(node.lineno, node.col_offset), index(node.end_lineno, node.end_col_offset)
+    def span(node: ast.expr) -> Tuple[int, int]:
+        return index(node.lineno, node.col_offset), index(node.end_lineno, node.end_col_offset)
+
+    return span
 
 
 def _same_string(node: ast.expr, rebuilt: str) -> bool:
@@ -139,20 +143,21 @@ def _same_string(node: ast.expr, rebuilt: str) -> bool:
     return without_u.sub("", ast.dump(again)) == without_u.sub("", ast.dump(node))
 
 
-def _found(source: str) -> Iterator[Tuple[ast.expr, int, int, Optional[Printed]]]:
-    """Each printed string with words: its node, span, and the ``Printed`` to translate (None: cannot be)."""
+def _found(source: str) -> Iterator[Tuple[int, int, Optional[Printed]]]:
+    """Each printed string with words: its span, and the ``Printed`` to translate (None: cannot be)."""
+    span = node_spans(source)
     for node in _prints(source):
-        start, end = _span(source, node)
+        start, end = span(node)
         joined = _joined(source[start:end])
         printed = None if joined is None else Printed(start, end, *joined)
         if printed is not None and not _same_string(node, literal(printed, printed.english)):
             printed = None
-        yield node, start, end, printed
+        yield start, end, printed
 
 
 def printed_strings(source: str) -> List[Printed]:
     """Each sentence ``source`` prints for a learner that the catalog can hold, in the order they stand."""
-    return sorted((printed for _, _, _, printed in _found(source) if printed is not None),
+    return sorted((printed for _, _, printed in _found(source) if printed is not None),
                   key=lambda printed: printed.start)
 
 
@@ -163,7 +168,7 @@ def untranslatable(source: str) -> List[str]:
     except SyntaxError:
         return ["a print in a cell that is not plain Python"] if re.search(r"\bprint\(", source) else []
     problems = [f"print's {source[start:end][:60]!r} is raw, triple-quoted, holds a \" or a comment between its "
-                "literals: the Chinese edition cannot write it again" for _, start, end, printed in _found(source)
+                "literals: the Chinese edition cannot write it again" for start, end, printed in _found(source)
                 if printed is None]
     for call in _print_calls(tree):
         for argument in call.args:
@@ -181,9 +186,16 @@ def literal(printed: Printed, text: str) -> str:
     return ("f" if printed.is_f_string else "") + '"' + text + '"'
 
 
-def with_printed(source: str, translations: List[Optional[str]]) -> str:
-    """``source`` with each printed sentence replaced by its translation (None: left as written)."""
-    for printed, text in sorted(zip(printed_strings(source), translations), key=lambda pair: -pair[0].start):
+def printed_entries(cell_id: str, source: str) -> List[Tuple[str, Printed]]:
+    """Each printed sentence of a code cell with its catalog key, ``<cell id>#print.N`` (a check cell has none: its
+    title's entry translates its ✓ line, which the caller knows)."""
+    return [(f"{cell_id}{SUFFIX}{number}", printed) for number, printed in enumerate(printed_strings(source))]
+
+
+def with_printed(source: str, translations: Sequence[Tuple[Printed, Optional[str]]]) -> str:
+    """``source`` with each printed sentence (of ``printed_strings(source)``) replaced by its translation (None: left
+    as written)."""
+    for printed, text in sorted(translations, key=lambda pair: -pair[0].start):
         if text is not None:
             source = source[:printed.start] + literal(printed, text) + source[printed.end:]
     return source
@@ -206,5 +218,5 @@ def translation_problem(english: str, chinese: str, is_f_string: bool) -> Option
 def skeleton(source: str) -> str:
     """``source`` with each printed sentence reduced to its fields, sorted (``f"{a}{b}"``), or ``""``: two cells
     with the same skeleton differ only in the words they print."""
-    printed = printed_strings(source)
-    return with_printed(source, ["".join(fields(one.english)) if one.is_f_string else "" for one in printed])
+    return with_printed(source, [(one, "".join(fields(one.english)) if one.is_f_string else "")
+                                 for one in printed_strings(source)])

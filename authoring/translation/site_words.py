@@ -1,5 +1,6 @@
 """The Chinese website's own words, from ``i18n/zh_CN/site.po``: the book's title and author, the landing page's
-template (``book/intro.md``, cut into units as the cheat sheet is) and the words of ``authoring/site/words.py``.
+template (``book/intro.md``, cut into units as the cheat sheet is, an indented line joined to the list item
+above it) and the words of ``authoring/site/words.py``.
 
 A unit's English is its ``msgid``; ``python -m authoring.generate --update-catalogs`` keeps the catalog in step and
 ``--check`` reports what has no current Chinese. The template's markers (``<!-- from README: ... -->``) are not

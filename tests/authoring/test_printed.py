@@ -4,6 +4,8 @@ from __future__ import annotations
 import contextlib
 import io
 
+import polib
+
 from authoring.translation.printed import fields, printed_strings, skeleton, translation_problem, untranslatable, \
     with_printed
 
@@ -33,10 +35,11 @@ def test_literals_side_by_side_are_one_sentence_with_their_fields():
 
 def test_the_translation_prints_the_same_values_in_its_own_order():
     chinese = "差了 {error:.1%}，{d['k']}；融合的 AdamW 把版本推进了 {bumps} 次，{{exact}}"
-    written = with_printed(CELL, [chinese, None, "你好，世界"])
+    written = with_printed(CELL, list(zip(printed_strings(CELL), [chinese, None, "你好，世界"])))
     output = _output(written)
     assert "差了 12.5%，7；融合的 AdamW 把版本推进了 2 次，{exact} (a second argument stays)" in output
-    assert with_printed(written, [None, "（第二个参数）", None]).count("（第二个参数）") == 1
+    second = with_printed(written, list(zip(printed_strings(written), [None, "（第二个参数）", None])))
+    assert second.count("（第二个参数）") == 1
     assert "你好，世界" in output and "\n2\n" in output, "the sentence without words is not touched"
     assert skeleton(written) == skeleton(CELL), "only the words differ"
     assert skeleton(CELL) != skeleton(CELL.replace("{error:.1%}", "{error:.2%}")), "a changed field shows"
@@ -59,7 +62,6 @@ def test_forms_it_cannot_write_again_are_reported():
 def test_a_sentence_added_before_others_keeps_their_translations():
     """A new print before the others renumbers the cell's entries: each old translation follows its English, and
     only the new sentence is left to translate (marked fuzzy with the Chinese of the one whose place it took)."""
-    import polib
 
     from authoring.translation.catalog import merged, new_catalog
 

@@ -32,7 +32,6 @@ CHROMIUM_ARGS = [
 ]
 
 
-
 def chromium_executable() -> Optional[str]:
     """The system Chromium: $COURSE_CHROMIUM, else Debian's /usr/bin/chromium, else one on PATH."""
     configured = os.environ.get("COURSE_CHROMIUM")

@@ -10,7 +10,8 @@ from typing import Optional
 
 import pytest
 
-from tests.browser.conftest import browser_unavailable_reason, in_ci
+from tests.browser.conftest import browser_unavailable_reason
+from tests.ci import unavailable
 from tests.paths import ROOT
 
 BUILD_TIMEOUT_S = 1800
@@ -34,10 +35,7 @@ def require_jupyter_book() -> None:
     """Skip without the site's tools (book/requirements.txt); fail instead under CI=true, which installs them."""
     if importlib.util.find_spec("jupyter_book") is not None:
         return
-    reason = TOOLS_MISSING
-    if in_ci():
-        pytest.fail(f"CI is set and the website cannot be built: {reason}", pytrace=False)
-    pytest.skip(reason)
+    unavailable(f"the website cannot be built: {TOOLS_MISSING}")
 
 
 def build_site(root: Path) -> Path:

@@ -27,15 +27,13 @@ from authoring.site.stage import source_folder
 from authoring.site.words import DOWNLOAD, ENGLISH_ONLY
 from authoring.translation.catalog import title_text
 from authoring.translation.edition import CHECKED_EN, CHECKED_ZH
-from helpers.chinese_font import SAMPLE
 from helpers.course.exercises.registry import exercises
 from helpers.course.plots import METADATA_KEY
 from helpers.language import tr
-from helpers.tools.picture_language import fontconfig_draws
 from tests.browser.checks import error_card_title, speaking
 from tests.chinese_run import chinese_run_problems
-from tests.ci import in_ci
-from tests.graph_words import chinese_picture_problems
+from tests.ci import unavailable
+from tests.graph_words import chinese_picture_problems, require_chinese_pictures
 from tests.plot_words import words_left_in_english, words_without_glyphs
 from tests.paths import ROOT
 from tests.site.build import THROWAWAY_REF, THROWAWAY_REPOSITORY
@@ -48,7 +46,9 @@ PAGES = course_pages(ROOT)
 NOTEBOOK_PAGES = [pytest.param(edition, stem, id=f"{name}-{stem}") for name, edition in BY_NAME.items()
                   for stem in edition.notebooks(ROOT)]
 CHECKED_LINE = {"": CHECKED_EN.rstrip(": "), "zh-CN": CHECKED_ZH.rstrip("：")}  # how a check's line starts, by folder
-DRAWING_CALL = re.compile(r"\b(draw_graph|draw_saved_graph|draw_module_graph|show_plot)\(|\bplt\.show\(")
+GRAPH_TOOLS = "draw_graph|draw_saved_graph|draw_module_graph"
+GRAPH_CALL = re.compile(rf"\b({GRAPH_TOOLS})\(")
+DRAWING_CALL = re.compile(rf"\b({GRAPH_TOOLS}|show_plot)\(|\bplt\.show\(")
 SHOWN_EXPECTED_ERROR = re.compile(r"with expect_error\((?![^)]*show=False)|^%%expect_error", re.MULTILINE)
 LAUNCH_ADDRESS = re.compile(r"^https?://(colab\.research\.google\.com/github/|mybinder\.org/v2/)")
 
@@ -165,13 +165,9 @@ def test_the_chinese_pages_plots_are_drawn_in_chinese(stem: str, site: Path) -> 
     assert len(plotted) == "".join(code_of(solved(stem))).count("show_plot("), f"{stem}: {len(plotted)} plots"
     for facts in plotted:
         if facts["font"] is None:
-            assert not in_ci(), "CI installs a font for Chinese: the plots must be drawn in Chinese"
-            pytest.skip("this machine has no font for Chinese: the plots kept their English words, with a note")
+            unavailable("this machine has no font for Chinese: the plots kept their English words, with a note")
         assert not words_left_in_english(facts["words"]), f"{stem}: English words in a plot: {facts['words']}"
         assert not words_without_glyphs(facts["words"], facts["font"]), f"{stem}: {facts['words']}"
-
-
-GRAPH_CALL = re.compile(r"\b(draw_graph|draw_saved_graph|draw_module_graph)\(")
 
 
 @pytest.mark.parametrize("stem", [stem for stem in PAGES.notebooks
@@ -180,9 +176,7 @@ def test_the_chinese_pages_graph_pictures_are_drawn_in_chinese(stem: str, site: 
     """Each picture the graph tools draw on a Chinese page: none of the tools' English words (code and the names
     the notebook's code gives, such as a loss called "critic loss", stay), a glyph for every character, each box as
     wide as its Chinese words."""
-    if not fontconfig_draws(SAMPLE):
-        assert not in_ci(), "CI installs a font for Chinese: the graph pictures must be drawn in Chinese"
-        pytest.skip("this machine has no font for Chinese: the pictures kept their English words, with a note")
+    require_chinese_pictures(BY_NAME["zh"].language)
     notebook = executed(site, stem, BY_NAME["zh"])
     names = [node.value for source in code_of(notebook) for node in ast.walk(parsed(source))
              if isinstance(node, ast.Constant) and isinstance(node.value, str)]

@@ -16,7 +16,6 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from helpers.chinese_font import SAMPLE
 from helpers.language import LANGUAGE_VARIABLE, translated
 from helpers.tools import draw_graph, draw_module_graph, draw_saved_graph, graph, picture_language
 from helpers.tools.graph import GraphPicture
@@ -31,8 +30,7 @@ from helpers.tools.picture_language import (
     fontconfig_draws,
     lays_out_with_pango,
 )
-from tests.ci import in_ci
-from tests.graph_words import CJK, chinese_picture_problems, words_of
+from tests.graph_words import CJK, chinese_picture_problems, require_chinese_pictures, words_of
 from tests.tools.real_models import diffusion_losses, make_text_unet
 
 needs_dot = pytest.mark.skipif(not graph.dot_available(), reason="graphviz dot is not installed")
@@ -86,11 +84,9 @@ def pictures() -> List[Tuple[str, GraphPicture]]:
 
 @pytest.fixture
 def chinese(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chinese chosen, on a machine whose fontconfig has a font for it (CI installs one; elsewhere: skipped)."""
+    """Chinese chosen, on a machine where graphviz can draw it (CI installs a font; elsewhere: skipped)."""
+    require_chinese_pictures()
     monkeypatch.setenv(LANGUAGE_VARIABLE, "zh_CN")
-    if not fontconfig_draws(SAMPLE):
-        assert not in_ci(), "CI installs a font for Chinese (.ci/run): the pictures must be drawn in Chinese"
-        pytest.skip("this machine's fontconfig has no font for Chinese")
 
 
 @needs_dot
@@ -169,12 +165,19 @@ def test_fontconfig_is_asked_for_every_character() -> None:
         pytest.skip("fontconfig's fc-list is not installed")
     assert fontconfig_draws("\U0010fffd") is False  # a private-use character: no font has it
     assert fontconfig_draws("abc") is True
+    assert fontconfig_draws("a\U0010fffd") is False, "every character is asked for, not the first"
 
 
-def test_fontconfig_is_asked_for_every_chinese_character_of_the_catalog() -> None:
+@needs_dot
+def test_fontconfig_is_asked_for_every_chinese_character_of_the_catalog(chinese: None,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A font with a few of the characters is not enough: the pictures draw any of the catalog's."""
     characters = catalog_characters("zh_CN")
     assert len(characters) > 500 and all(character in characters for character in "图例保存的张量已释放过期")
+    asked: List[str] = []
+    monkeypatch.setattr(picture_language, "fontconfig_draws", lambda text: asked.append(text) or True)
+    draw_saved_graph(*two_models_one_stale())
+    assert asked == [characters]
 
 
 def test_a_graphviz_whose_text_layout_is_not_pango_is_told_apart(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
